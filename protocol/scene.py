@@ -1,0 +1,221 @@
+"""The scene a client submits: bodies, materials, pins, colliders and bake settings.
+
+This module is the contract between the Blender add-on (or any other DCC tool) and the
+solver server. Everything is in SI units and world space: metres, seconds, kilograms,
+kg/m^3, pascals. Arrays are numpy arrays with fixed dtypes (float64 positions, int32
+indices, float32 animation samples) so that they travel over the wire as raw frames.
+
+Frames are Blender frame numbers. ``frame_start`` is the rest/initial state (its
+positions are the body's ``vertices``); the solver produces frames
+``frame_start + 1 .. frame_end``. Animated data (collider vertices, pin targets) is
+sampled once per frame for every frame of ``frame_start .. frame_end`` inclusive, so its
+first axis has length ``frame_end - frame_start + 1``; the solver interpolates linearly
+between samples for substeps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+ROLES = ("solid", "cloth", "rod", "stiff", "granular", "collider")
+"""Body roles. ``solid``: volumetric soft body (tetrahedralised). ``cloth``: thin shell
+(triangles). ``rod``: strands (edges). ``stiff``: affine/rigid body. ``granular``: MPM
+particles sampled inside the closed mesh. ``collider``: prescribed motion, never simulated."""
+
+ELASTIC_MODELS = ("neo_hookean", "stable_neo_hookean", "fixed_corotated", "stvk")
+MPM_MATERIALS = ("elastic", "snow", "sand", "water", "mud")
+BACKENDS = ("ipc", "mpm", "none")
+
+
+class SceneError(ValueError):
+    """A scene that cannot be simulated. ``obj`` names the body (or "" for the scene),
+    ``field`` names the offending field, the message says what to do."""
+
+    def __init__(self, message: str, obj: str = "", field: str = ""):
+        super().__init__(message)
+        self.obj = obj
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Material:
+    """Per-body physical parameters (SI units). Fields not used by a role are ignored."""
+
+    density: float = 1000.0            # kg/m^3 (cloth: volumetric density times thickness is the areal density)
+    youngs_modulus: float = 1.0e5      # Pa
+    poisson_ratio: float = 0.3         # dimensionless, in [0, 0.5)
+    model: str = "neo_hookean"         # one of ELASTIC_MODELS
+    friction: float = 0.3              # Coulomb coefficient mu against anything (pair uses the max... see docs)
+    thickness: float = 0.001           # m, cloth/rod thickness used as a contact offset
+    bending_stiffness: float = 1.0e-4  # N*m, cloth hinge / rod bending
+    damping: float = 0.0               # s, Rayleigh stiffness-proportional damping
+    # MPM (role "granular")
+    mpm_material: str = "sand"         # one of MPM_MATERIALS
+    friction_angle: float = 30.0       # degrees (sand, Drucker-Prager)
+    particle_spacing: float = 0.02     # m, distance between sampled particles
+    hardening: float = 10.0            # snow hardening coefficient
+    critical_compression: float = 2.5e-2  # snow theta_c
+    critical_stretch: float = 7.5e-3      # snow theta_s
+    viscosity: float = 0.0             # Pa*s (water, mud)
+    yield_stress: float = 1.0e3        # Pa (mud, von Mises)
+
+    def validate(self, obj: str) -> None:
+        for name in ("density", "youngs_modulus", "thickness", "particle_spacing"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise SceneError(f"{obj}: material {name} must be a positive number, got {v}", obj, name)
+        if not (0.0 <= self.poisson_ratio < 0.5):
+            raise SceneError(f"{obj}: Poisson ratio must be in [0, 0.5), got {self.poisson_ratio}", obj, "poisson_ratio")
+        if not (math.isfinite(self.friction) and self.friction >= 0):
+            raise SceneError(f"{obj}: friction must be >= 0, got {self.friction}", obj, "friction")
+        if self.model not in ELASTIC_MODELS:
+            raise SceneError(f"{obj}: unknown elastic model {self.model!r}; use one of {ELASTIC_MODELS}", obj, "model")
+        if self.mpm_material not in MPM_MATERIALS:
+            raise SceneError(f"{obj}: unknown MPM material {self.mpm_material!r}; use one of {MPM_MATERIALS}", obj, "mpm_material")
+
+
+@dataclass(frozen=True)
+class Body:
+    """One Blender object as the solver sees it.
+
+    ``vertices``  (n, 3) float64, world space at ``frame_start`` (evaluated mesh, modifiers applied).
+    ``triangles`` (m, 3) int32, the evaluated mesh's loop triangles (quads already split).
+    ``edges``     (k, 2) int32, unique mesh edges (rods use these; cloth may use them for bending).
+    ``pin_indices`` (p,) int32, vertices held by pins (from a vertex group).
+    ``pin_targets`` (F, p, 3) float32 or None: per-frame world targets of the pinned vertices
+        (animated pins follow them); None means pins hold their start position.
+    ``animation`` (F, n, 3) float32 or None: colliders only; per-frame world positions of every
+        vertex (keyframed transforms and deforming meshes alike). None means static.
+    ``initial_velocity`` (3,) m/s.
+    The solver returns positions in this same vertex order and count.
+    """
+
+    name: str
+    role: str
+    vertices: np.ndarray
+    triangles: np.ndarray
+    edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int32))
+    material: Material = field(default_factory=Material)
+    initial_velocity: tuple = (0.0, 0.0, 0.0)
+    pin_indices: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))
+    pin_targets: Optional[np.ndarray] = None
+    animation: Optional[np.ndarray] = None
+
+    def validate(self, n_frames: int) -> None:
+        """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
+        o = self.name
+        if not o:
+            raise SceneError("a body has an empty name", "", "name")
+        if self.role not in ROLES:
+            raise SceneError(f"{o}: unknown role {self.role!r}; use one of {ROLES}", o, "role")
+        v = self.vertices
+        if not (isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[1] == 3 and v.dtype == np.float64):
+            raise SceneError(f"{o}: vertices must be an (n, 3) float64 array", o, "vertices")
+        if v.shape[0] == 0:
+            raise SceneError(f"{o}: the mesh has no vertices", o, "vertices")
+        if not np.isfinite(v).all():
+            bad = int(np.nonzero(~np.isfinite(v).all(axis=1))[0][0])
+            raise SceneError(f"{o}: vertex {bad} has a NaN or infinite coordinate; fix the mesh or its modifiers", o, "vertices")
+        n = v.shape[0]
+        for fname, width in (("triangles", 3), ("edges", 2)):
+            a = getattr(self, fname)
+            if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.shape[1] == width and a.dtype == np.int32):
+                raise SceneError(f"{o}: {fname} must be an (m, {width}) int32 array", o, fname)
+            if a.size and (a.min() < 0 or a.max() >= n):
+                raise SceneError(f"{o}: {fname} index out of range [0, {n})", o, fname)
+        p = self.pin_indices
+        if not (isinstance(p, np.ndarray) and p.ndim == 1 and p.dtype == np.int32):
+            raise SceneError(f"{o}: pin_indices must be a (p,) int32 array", o, "pin_indices")
+        if p.size and (p.min() < 0 or p.max() >= n):
+            raise SceneError(f"{o}: pin index out of range [0, {n})", o, "pin_indices")
+        if self.pin_targets is not None:
+            t = self.pin_targets
+            if not (isinstance(t, np.ndarray) and t.shape == (n_frames, p.size, 3)):
+                raise SceneError(f"{o}: pin_targets must have shape ({n_frames}, {p.size}, 3)", o, "pin_targets")
+            if not np.isfinite(t).all():
+                raise SceneError(f"{o}: pin targets contain NaN or infinity", o, "pin_targets")
+        if self.animation is not None:
+            a = self.animation
+            if not (isinstance(a, np.ndarray) and a.shape == (n_frames, n, 3)):
+                raise SceneError(f"{o}: animation must have shape ({n_frames}, {n}, 3)", o, "animation")
+            if not np.isfinite(a).all():
+                raise SceneError(f"{o}: animated positions contain NaN or infinity", o, "animation")
+        if len(self.initial_velocity) != 3 or not all(math.isfinite(float(c)) for c in self.initial_velocity):
+            raise SceneError(f"{o}: initial_velocity must be 3 finite numbers", o, "initial_velocity")
+        if self.role in ("solid", "cloth", "stiff", "granular", "collider") and self.triangles.shape[0] == 0:
+            raise SceneError(f"{o}: role {self.role!r} needs faces but the mesh has none", o, "triangles")
+        if self.role == "rod" and self.edges.shape[0] == 0:
+            raise SceneError(f"{o}: role 'rod' needs edges but the mesh has none", o, "edges")
+        self.material.validate(o)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Bake settings (SI units)."""
+
+    frame_start: int = 1
+    frame_end: int = 48
+    fps: float = 24.0
+    substeps: int = 1                  # solver steps per frame (IPC); MPM derives its own from CFL
+    gravity: tuple = (0.0, 0.0, -9.81)  # m/s^2, Blender's Z up
+    contact_gap: float = 1.0e-3        # m, barrier activation distance d_hat
+    friction: float = 0.3              # default Coulomb coefficient for pairs (objects may override)
+    newton_tol: float = 1.0e-2         # m/s, stop when ||p||_inf / h < newton_tol
+    max_newton_iterations: int = 100
+    backend: str = "ipc"               # one of BACKENDS; scenes with granular bodies use "mpm"
+    elastic_model: str = "neo_hookean"
+    domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls)
+    domain_max: tuple = (2.0, 2.0, 4.0)
+
+    @property
+    def n_frames(self) -> int:
+        """Number of sampled frames, frame_start..frame_end inclusive."""
+        return self.frame_end - self.frame_start + 1
+
+    @property
+    def dt(self) -> float:
+        """Seconds per substep."""
+        return 1.0 / (self.fps * self.substeps)
+
+    def validate(self) -> None:
+        if self.frame_end <= self.frame_start:
+            raise SceneError(f"frame_end ({self.frame_end}) must be after frame_start ({self.frame_start})", "", "frame_end")
+        if not (self.fps > 0 and math.isfinite(self.fps)):
+            raise SceneError(f"fps must be positive, got {self.fps}", "", "fps")
+        if self.substeps < 1:
+            raise SceneError(f"substeps must be >= 1, got {self.substeps}", "", "substeps")
+        if not (self.contact_gap > 0 and math.isfinite(self.contact_gap)):
+            raise SceneError(f"contact_gap must be a positive distance in metres, got {self.contact_gap}", "", "contact_gap")
+        if self.backend not in BACKENDS:
+            raise SceneError(f"unknown backend {self.backend!r}; use one of {BACKENDS}", "", "backend")
+        if len(self.gravity) != 3 or not all(math.isfinite(float(g)) for g in self.gravity):
+            raise SceneError("gravity must be 3 finite numbers (m/s^2)", "", "gravity")
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Everything needed to bake: settings plus bodies (names unique)."""
+
+    settings: Settings
+    bodies: tuple
+    name: str = "scene"
+
+    def validate(self) -> None:
+        self.settings.validate()
+        if not self.bodies:
+            raise SceneError("the scene has no bodies: give at least one object a Clearance role", "", "bodies")
+        names = [b.name for b in self.bodies]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise SceneError(f"body names must be unique; repeated: {sorted(dup)}", sorted(dup)[0], "name")
+        for b in self.bodies:
+            b.validate(self.settings.n_frames)
+        if self.settings.backend != "none" and all(b.role == "collider" for b in self.bodies):
+            raise SceneError("every body is a collider: nothing to simulate; give an object the solid, cloth, rod, stiff or granular role", "", "bodies")
+
+    def simulated(self) -> list:
+        """Bodies whose positions the solver returns (everything but colliders)."""
+        return [b for b in self.bodies if b.role != "collider"]
