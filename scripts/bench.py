@@ -1,0 +1,99 @@
+#!/usr/bin/env python
+"""Run Clearance's benchmarks and write docs/benchmarks.md.
+
+Each area has its own script (scripts/bench_<area>.py) that measures Clearance against a peer in
+the same run (a memory copy, IPC Toolkit, Blender's cloth, Taichi) and prints a markdown section.
+This driver runs the chosen areas as separate processes (so one area's JIT warm-up or memory does
+not disturb another), collects their output and writes the report with the machine's description.
+
+    python scripts/bench.py                 # every area, full sizes
+    python scripts/bench.py --quick         # smaller sizes, minutes instead of tens of minutes
+    python scripts/bench.py protocol mpm    # only these areas
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AREAS = {
+    "protocol": "bench_protocol.py",
+    "kernels": "bench_kernels.py",
+    "ipc": "bench_ipc.py",
+    "mpm": "bench_mpm.py",
+}
+
+
+def machine() -> str:
+    """One line describing the CPU, core count, memory and Python/numba versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import numba
+        nb = f", numba {numba.__version__}"
+    except ImportError:
+        nb = ""
+    return f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}{nb}, {platform.system()} {platform.release()}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("areas", nargs="*", choices=[[], *AREAS], default=[], help="areas to run (default: all)")
+    ap.add_argument("--quick", action="store_true", help="smaller problem sizes")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = ap.parse_args(argv)
+    areas = args.areas or list(AREAS)
+    sections = []
+    failed = 0
+    for area in areas:
+        script = os.path.join(ROOT, "scripts", AREAS[area])
+        cmd = [sys.executable, script] + (["--quick"] if args.quick else [])
+        print(f"== {area}: {' '.join(cmd)}", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        sys.stdout.write(proc.stdout)
+        if proc.returncode != 0:
+            failed += 1
+            sys.stderr.write(proc.stderr[-4000:])
+            sections.append(f"## {area}\n\nFAILED (exit {proc.returncode}) after {dt:.0f} s:\n\n```\n{proc.stderr[-2000:]}\n```\n")
+        else:
+            sections.append(proc.stdout.strip() + f"\n\n_{area}: whole script {dt:.0f} s._\n")
+    head = (
+        "# Benchmarks\n\n"
+        "Written by `python scripts/bench.py` (see its docstring). Every figure is measured in one run, with its\n"
+        "peer measured in the same run on the same machine.\n\n"
+        f"- Date: {datetime.date.today().isoformat()}{' (quick sizes)' if args.quick else ''}\n"
+        f"- Machine: {machine()}\n"
+    )
+    body = head + "\n" + "\n\n".join(sections) + "\n"
+    if set(areas) != set(AREAS) and os.path.exists(args.out):
+        print(f"(partial run: not overwriting {args.out}; sections printed above)")
+    else:
+        with open(args.out, "w") as f:
+            f.write(body)
+        print(f"wrote {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
