@@ -169,6 +169,9 @@ class Settings:
     elastic_model: str = "neo_hookean"
     domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls)
     domain_max: tuple = (2.0, 2.0, 4.0)
+    # Test aids honoured by the "none" backend only (tests of cancel, resume and failures):
+    debug_frame_delay: float = 0.0     # s slept per frame
+    debug_fail_after: int = 0          # raise SceneError after this many frames (0: never)
 
     @property
     def n_frames(self) -> int:
@@ -191,6 +194,8 @@ class Settings:
             raise SceneError(f"contact_gap must be a positive distance in metres, got {self.contact_gap}", "", "contact_gap")
         if self.backend not in BACKENDS:
             raise SceneError(f"unknown backend {self.backend!r}; use one of {BACKENDS}", "", "backend")
+        if not (math.isfinite(self.debug_frame_delay) and self.debug_frame_delay >= 0):
+            raise SceneError(f"debug_frame_delay must be >= 0 seconds, got {self.debug_frame_delay}", "", "debug_frame_delay")
         if len(self.gravity) != 3 or not all(math.isfinite(float(g)) for g in self.gravity):
             raise SceneError("gravity must be 3 finite numbers (m/s^2)", "", "gravity")
 

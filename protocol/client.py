@@ -1,0 +1,166 @@
+"""A small synchronous client for the solver server, usable from any Python (Blender or not).
+
+One DEALER socket; every wait has a timeout so nothing ever hangs::
+
+    with Client("tcp://127.0.0.1:5555", timeout=5.0, client_name="my tool") as c:
+        c.connect()                                  # handshake
+        job = c.submit(scene, "/tmp/cache")
+        for ev in c.events(job, timeout=60.0):       # Frame / Progress / Error ... until Done
+            ...
+
+For a UI timer use :meth:`Client.poll` (non-blocking) instead of :meth:`Client.events`.
+Messages that arrive while waiting for a reply (frames of a running job) are kept and handed
+out by poll()/events(), never dropped.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Iterator, Optional
+
+import zmq
+
+from .codec import DEFAULT_LIMITS, Limits
+from .errors import ProtocolError, RemoteError, ServerUnreachable, VersionMismatch
+from .messages import (Accepted, Cancel, Done, Error, Hello, Message, Ping, Pong, Status, StatusReply, Submit,
+                       Welcome, decode_message, encode_message)
+from .scene import Scene
+from .version import PROTOCOL_VERSION, compatible, version_str
+
+CLIENT_VERSION = "0.1.0"
+
+
+class Client:
+    """Synchronous client. ``timeout`` (seconds) bounds the handshake and every request."""
+
+    def __init__(self, address: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, timeout: float = 5.0,
+                 client_name: str = "clearance-client", *, protocol_version: tuple = PROTOCOL_VERSION,
+                 limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None):
+        self.address = address
+        self.secret = secret
+        self.timeout = float(timeout)
+        self.client_name = client_name
+        self.protocol_version = tuple(protocol_version)
+        self.limits = limits
+        self.welcome: Optional[Welcome] = None
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.RCVHWM, 0)
+        self._sock.connect(address)
+        self._pending: deque = deque()
+        self._closed = False
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _send(self, msg: Message) -> None:
+        if self._closed:
+            raise RuntimeError("client is closed")
+        try:
+            self._sock.send_multipart(encode_message(msg, self.protocol_version), copy=False,
+                                      flags=zmq.NOBLOCK)
+        except zmq.Again:
+            raise ServerUnreachable(f"cannot send to {self.address}: send queue full (server not reading)") from None
+
+    def _recv(self, timeout: float) -> Optional[Message]:
+        """One message within ``timeout`` seconds, or None."""
+        if not self._sock.poll(max(0, int(timeout * 1000))):
+            return None
+        frames = self._sock.recv_multipart(copy=False)
+        msg, version = decode_message(frames, self.limits)
+        if not compatible(version, self.protocol_version):
+            raise VersionMismatch(f"server speaks protocol {version_str(version)}, this client speaks "
+                                  f"{version_str(self.protocol_version)}")
+        return msg
+
+    def _request(self, msg: Message, reply_types: tuple, timeout: Optional[float] = None) -> Message:
+        """Send ``msg`` and wait for the reply whose parent is its id; other messages are queued."""
+        self._send(msg)
+        t = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServerUnreachable(f"no reply from {self.address} to {msg.TYPE} within {t:.1f} s")
+            m = self._recv(left)
+            if m is None:
+                continue
+            if m.parent == msg.id:
+                if isinstance(m, Error):
+                    if m.code == "version":
+                        raise VersionMismatch(m.message)
+                    raise RemoteError(m.code, m.message, m.field, m.obj, m.job_id)
+                if isinstance(m, reply_types):
+                    return m
+                raise ProtocolError(f"unexpected {m.TYPE} in reply to {msg.TYPE}", "type")
+            self._pending.append(m)
+
+    # -- public API -------------------------------------------------------------------------
+    def connect(self) -> Welcome:
+        """Handshake. Raises ServerUnreachable (timeout), VersionMismatch, RemoteError (e.g. auth)."""
+        hello = Hello(self.client_name, CLIENT_VERSION, self.protocol_version, self.secret)
+        w = self._request(hello, (Welcome,))
+        if not compatible(w.protocol_version, self.protocol_version):
+            raise VersionMismatch(f"server speaks protocol {version_str(w.protocol_version)}, this client speaks "
+                                  f"{version_str(self.protocol_version)}; use matching versions of the add-on "
+                                  "and the server")
+        self.welcome = w
+        return w
+
+    def submit(self, scene: Scene, cache_dir: str, resume: bool = False) -> str:
+        """Submit a bake; returns the job id. Raises RemoteError if the server refuses the scene."""
+        a = self._request(Submit(scene, str(cache_dir), bool(resume)), (Accepted,))
+        return a.job_id
+
+    def poll(self, timeout: float = 0.0) -> list:
+        """Every message received so far (Frame, Progress, Done, Error ...), waiting at most
+        ``timeout`` seconds for the first one. Never blocks longer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._recv(max(0.0, deadline - time.monotonic()) if not self._pending else 0.0)
+            if m is None:
+                break
+            self._pending.append(m)
+        out = list(self._pending)
+        self._pending.clear()
+        return out
+
+    def events(self, job_id: str, timeout: float = 60.0) -> Iterator[Message]:
+        """Yield the job's messages until its Done (included). Raises ServerUnreachable when
+        nothing arrives for ``timeout`` seconds. Messages of other jobs stay queued for poll()."""
+        while True:
+            for i, m in enumerate(self._pending):
+                if getattr(m, "job_id", None) == job_id:
+                    del self._pending[i]
+                    yield m
+                    if isinstance(m, Done):
+                        return
+                    break
+            else:
+                m = self._recv(timeout)
+                if m is None:
+                    raise ServerUnreachable(f"no message about job {job_id} for {timeout:.1f} s")
+                self._pending.append(m)
+
+    def cancel(self, job_id: str) -> StatusReply:
+        """Ask the server to stop a job (effective within about a second); returns its state."""
+        return self._request(Cancel(job_id), (StatusReply,))
+
+    def status(self, job_id: str) -> StatusReply:
+        return self._request(Status(job_id), (StatusReply,))
+
+    def ping(self) -> float:
+        """Round trip time in seconds."""
+        t = time.perf_counter()
+        self._request(Ping(), (Pong,))
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._sock.close(linger=0)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

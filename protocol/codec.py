@@ -1,0 +1,238 @@
+"""The wire envelope and array framing shared by every message.
+
+A message is a list of ZeroMQ frames. Frame 0 is a msgpack map (the header)::
+
+    {"id": uuid hex, "type": "frame", "version": [1, 0], "parent": id | None,
+     "timestamp": seconds since the epoch, "body": {...fields...},
+     "arrays": [{"dtype": "<f4", "shape": [n, 3]}, ...]}
+
+Each numpy array inside ``body`` is replaced by a msgpack extension value (code 1, a
+little-endian uint32 index into ``arrays``) and its raw bytes travel as frame ``1 + index``
+(explicit little-endian dtype, C order). Sending passes memoryviews of the arrays (no copy);
+receiving wraps the frames with ``np.frombuffer`` (no copy; the arrays are read-only).
+Decoding validates the whole envelope and every array descriptor against :class:`Limits`
+and raises :class:`~protocol.errors.ProtocolError` naming the field.
+"""
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import msgpack
+import numpy as np
+
+from .errors import ProtocolError
+from .version import PROTOCOL_VERSION
+
+ALLOWED_DTYPES = ("<f4", "<f8", "<i4", "<u1", "<i8")
+"""Array dtypes accepted on the wire (little-endian, explicit)."""
+
+ARRAY_EXT = 1
+"""msgpack extension code of an array reference."""
+
+ENVELOPE_KEYS = ("id", "type", "version", "parent", "timestamp", "body", "arrays")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a receiver enforces before touching array data (bytes)."""
+
+    max_array_bytes: int = 2 * 1024 ** 3
+    max_message_bytes: int = 8 * 1024 ** 3
+    max_header_bytes: int = 64 * 1024 ** 2
+    max_ndim: int = 4
+    max_arrays: int = 100_000
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What every message carries besides its body."""
+
+    id: str
+    type: str
+    version: tuple
+    parent: Optional[str]
+    timestamp: float
+
+
+def new_id() -> str:
+    """A fresh message id (uuid4 hex, 32 characters)."""
+    return uuid.uuid4().hex
+
+
+class _Ref:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _wire_dtype(a: np.ndarray) -> np.dtype:
+    dt = a.dtype
+    if dt.hasobject or dt.kind not in "fiub":
+        raise ProtocolError(f"array dtype {dt} cannot travel on the wire; use one of {ALLOWED_DTYPES}", "arrays")
+    if dt.kind == "b":
+        dt = np.dtype("u1")
+    le = dt.newbyteorder("<")
+    if le.str not in ALLOWED_DTYPES:
+        raise ProtocolError(f"array dtype {dt} cannot travel on the wire; use one of {ALLOWED_DTYPES}", "arrays")
+    return le
+
+
+def encode(msg_type: str, body: dict, *, msg_id: Optional[str] = None, parent: Optional[str] = None,
+           timestamp: Optional[float] = None, version: tuple = PROTOCOL_VERSION) -> list:
+    """Encode a body (dict of msgpack-able values and numpy arrays) into ZeroMQ frames.
+
+    Returns ``[header bytes, memoryview, ...]``; send with ``send_multipart(frames, copy=False)``.
+    """
+    arrays: list = []
+    descs: list = []
+
+    def default(obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            dt = _wire_dtype(obj)
+            a = np.ascontiguousarray(obj, dtype=dt)
+            descs.append({"dtype": dt.str, "shape": list(a.shape)})
+            arrays.append(a)
+            return msgpack.ExtType(ARRAY_EXT, struct.pack("<I", len(arrays) - 1))
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, tuple):
+            return list(obj)
+        raise TypeError(f"cannot encode {type(obj).__name__}")
+
+    body_bytes = msgpack.packb(body, default=default, use_bin_type=True)
+    envelope = (
+        ("id", msg_id or new_id()),
+        ("type", msg_type),
+        ("version", [int(version[0]), int(version[1])]),
+        ("parent", parent),
+        ("timestamp", float(time.time() if timestamp is None else timestamp)),
+    )
+    p = msgpack.Packer(use_bin_type=True)
+    parts = [p.pack_map_header(len(ENVELOPE_KEYS))]
+    for k, v in envelope:
+        parts += [p.pack(k), p.pack(v)]
+    parts += [p.pack("body"), body_bytes, p.pack("arrays"), p.pack(descs)]
+    head = b"".join(parts)
+    frames: list = [head]
+    for a in arrays:
+        frames.append(memoryview(a).cast("B") if a.size else b"")
+    return frames
+
+
+def _buffer(frame: Any) -> memoryview:
+    buf = getattr(frame, "buffer", None)  # zmq.Frame
+    if buf is not None:
+        return buf
+    return memoryview(frame)
+
+
+def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
+    """Decode ZeroMQ frames into ``(Envelope, body dict)``; arrays are np.frombuffer views.
+
+    Raises ProtocolError for anything malformed: header not msgpack or not a map, missing or
+    extra envelope keys, ill-typed envelope values, unknown dtype, bad shape, array count
+    mismatch, byte length not equal to dtype size times shape, sizes over ``limits``.
+    """
+    if not frames:
+        raise ProtocolError("empty message", "header")
+    head = _buffer(frames[0])
+    if head.nbytes > limits.max_header_bytes:
+        raise ProtocolError(f"header of {head.nbytes} bytes exceeds the limit of {limits.max_header_bytes}", "header")
+    refs: list = []
+
+    def ext_hook(code: int, data: bytes) -> Any:
+        if code != ARRAY_EXT or len(data) != 4:
+            raise ProtocolError(f"unknown msgpack extension {code}", "body")
+        r = _Ref(struct.unpack("<I", data)[0])
+        refs.append(r)
+        return r
+
+    try:
+        header = msgpack.unpackb(head, raw=False, ext_hook=ext_hook, strict_map_key=True)
+    except ProtocolError:
+        raise
+    except Exception as e:  # msgpack raises several types
+        raise ProtocolError(f"header is not valid msgpack ({e})", "header") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header must be a msgpack map", "header")
+    msg_id = header.get("id") if isinstance(header.get("id"), str) else None
+    for k in ENVELOPE_KEYS:
+        if k not in header:
+            raise ProtocolError("missing envelope field", k, msg_id)
+    for k in header:
+        if k not in ENVELOPE_KEYS:
+            raise ProtocolError("unknown envelope field", str(k), msg_id)
+    if not (isinstance(msg_id, str) and 0 < len(msg_id) <= 64):
+        raise ProtocolError("must be a non-empty string of at most 64 characters", "id")
+    if not isinstance(header["type"], str):
+        raise ProtocolError("must be a string", "type", msg_id)
+    v = header["version"]
+    if not (isinstance(v, list) and len(v) == 2 and all(type(x) is int and x >= 0 for x in v)):
+        raise ProtocolError("must be [major, minor] (two non-negative integers)", "version", msg_id)
+    if not (header["parent"] is None or isinstance(header["parent"], str)):
+        raise ProtocolError("must be a string or nil", "parent", msg_id)
+    ts = header["timestamp"]
+    if type(ts) not in (int, float):
+        raise ProtocolError("must be a number (seconds)", "timestamp", msg_id)
+    body = header["body"]
+    if not isinstance(body, dict):
+        raise ProtocolError("must be a map", "body", msg_id)
+    descs = header["arrays"]
+    if not isinstance(descs, list):
+        raise ProtocolError("must be a list of {dtype, shape}", "arrays", msg_id)
+    if len(descs) > limits.max_arrays:
+        raise ProtocolError(f"{len(descs)} arrays exceed the limit of {limits.max_arrays}", "arrays", msg_id)
+    if len(descs) != len(frames) - 1:
+        raise ProtocolError(f"header lists {len(descs)} arrays but {len(frames) - 1} array frames follow",
+                            "arrays", msg_id)
+    arrays = []
+    total = head.nbytes
+    for i, d in enumerate(descs):
+        f = f"arrays[{i}]"
+        if not (isinstance(d, dict) and set(d) == {"dtype", "shape"}):
+            raise ProtocolError("must be a map with exactly the keys dtype and shape", f, msg_id)
+        if d["dtype"] not in ALLOWED_DTYPES:
+            raise ProtocolError(f"dtype {d['dtype']!r} not allowed; use one of {ALLOWED_DTYPES}", f + ".dtype", msg_id)
+        shape = d["shape"]
+        if not (isinstance(shape, list) and len(shape) <= limits.max_ndim
+                and all(type(s) is int and s >= 0 for s in shape)):
+            raise ProtocolError(f"must be a list of at most {limits.max_ndim} non-negative integers",
+                                f + ".shape", msg_id)
+        dt = np.dtype(d["dtype"])
+        nbytes = dt.itemsize
+        for s in shape:
+            nbytes *= s
+        if nbytes > limits.max_array_bytes:
+            raise ProtocolError(f"array of {nbytes} bytes exceeds the limit of {limits.max_array_bytes}",
+                                f + ".shape", msg_id)
+        total += nbytes
+        if total > limits.max_message_bytes:
+            raise ProtocolError(f"message exceeds the limit of {limits.max_message_bytes} bytes", f + ".shape", msg_id)
+        buf = _buffer(frames[1 + i])
+        if buf.nbytes != nbytes:
+            raise ProtocolError(f"has {buf.nbytes} bytes but dtype {d['dtype']} and shape {shape} need {nbytes}",
+                                f, msg_id)
+        arrays.append(np.frombuffer(buf, dtype=dt).reshape(shape) if nbytes else np.zeros(shape, dt))
+    if len(refs) != len(arrays) or sorted(r.index for r in refs) != list(range(len(arrays))):
+        raise ProtocolError("array references in the body do not match the array list", "arrays", msg_id)
+    body = _resolve(body, arrays)
+    env = Envelope(msg_id, header["type"], (v[0], v[1]), header["parent"], float(ts))
+    return env, body
+
+
+def _resolve(obj: Any, arrays: list) -> Any:
+    if isinstance(obj, _Ref):
+        return arrays[obj.index]
+    if isinstance(obj, dict):
+        return {k: _resolve(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_resolve(v, arrays) for v in obj]
+    return obj

@@ -1,0 +1,148 @@
+"""Scene <-> wire dict: how the Scene/Settings/Body/Material dataclasses travel in Submit.
+
+The wire form is a plain map mirroring the dataclasses (tuples become lists, numpy arrays
+stay arrays and are framed by the codec). Decoding is strict: unknown keys, ill-typed
+values and arrays of the wrong dtype raise ProtocolError naming the field path
+(``scene.bodies[1].material.density``); missing keys take the dataclass default, so a
+newer minor version may add optional fields. Value ranges and shapes are the scene's own
+business (Scene.validate raises SceneError with the body and field).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .errors import ProtocolError
+from .scene import Body, Material, Scene, Settings
+
+BODY_ARRAYS = {
+    "vertices": ("<f8", False),
+    "triangles": ("<i4", False),
+    "edges": ("<i4", False),
+    "pin_indices": ("<i4", False),
+    "pin_targets": ("<f4", True),
+    "animation": ("<f4", True),
+}
+"""Body array fields: wire dtype and whether None is allowed."""
+
+
+def _plain(dc: Any) -> dict:
+    out = {}
+    for f in dataclasses.fields(dc):
+        v = getattr(dc, f.name)
+        out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def scene_to_wire(scene: Scene) -> dict:
+    """The wire map of a scene (arrays converted to their wire dtypes)."""
+    bodies = []
+    for b in scene.bodies:
+        d = {}
+        for f in dataclasses.fields(Body):
+            v = getattr(b, f.name)
+            if f.name in BODY_ARRAYS:
+                dt, _ = BODY_ARRAYS[f.name]
+                d[f.name] = None if v is None else np.ascontiguousarray(v, dtype=dt)
+            elif f.name == "material":
+                d[f.name] = _plain(v)
+            else:
+                d[f.name] = list(v) if isinstance(v, tuple) else v
+        bodies.append(d)
+    return {"name": scene.name, "settings": _plain(scene.settings), "bodies": bodies}
+
+
+def _scalar(value: Any, default: Any, path: str) -> Any:
+    """Type-check one value against the type of the dataclass default."""
+    if isinstance(default, bool):
+        if type(value) is not bool:
+            raise ProtocolError("must be a boolean", path)
+        return value
+    if isinstance(default, int):
+        if type(value) is not int:
+            raise ProtocolError("must be an integer", path)
+        return value
+    if isinstance(default, float):
+        if type(value) not in (int, float):
+            raise ProtocolError("must be a number", path)
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ProtocolError("must be a string", path)
+        return value
+    if isinstance(default, tuple):
+        if not (isinstance(value, list) and len(value) == len(default)
+                and all(type(x) in (int, float) for x in value)):
+            raise ProtocolError(f"must be a list of {len(default)} numbers", path)
+        return tuple(float(x) for x in value)
+    raise ProtocolError("unsupported field", path)
+
+
+def _dataclass_from(cls: type, d: Any, path: str, special: dict) -> Any:
+    if not isinstance(d, dict):
+        raise ProtocolError("must be a map", path)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for k in d:
+        if k not in fields:
+            raise ProtocolError("unknown field", f"{path}.{k}")
+    kw = {}
+    for name, f in fields.items():
+        p = f"{path}.{name}"
+        if name not in d:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ProtocolError("missing field", p)
+            continue
+        if name in special:
+            kw[name] = special[name](d[name], p)
+        else:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            kw[name] = _scalar(d[name], default, p)
+    return cls(**kw)
+
+
+def _array(name: str):
+    dt, nullable = BODY_ARRAYS[name]
+
+    def conv(v: Any, path: str) -> Any:
+        if v is None and nullable:
+            return None
+        if not isinstance(v, np.ndarray):
+            raise ProtocolError(f"must be an array of dtype {dt}" + (" or nil" if nullable else ""), path)
+        if v.dtype.str != dt:
+            raise ProtocolError(f"must have dtype {dt}, got {v.dtype.str}", path)
+        return v.astype(v.dtype.newbyteorder("="), copy=False)
+    return conv
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str):
+        raise ProtocolError("must be a string", path)
+    return v
+
+
+def _velocity(v: Any, path: str) -> tuple:
+    return _scalar(v, (0.0, 0.0, 0.0), path)
+
+
+def scene_from_wire(d: Any, path: str = "scene") -> Scene:
+    """Rebuild a Scene from its wire map; raises ProtocolError naming the bad field."""
+    if not isinstance(d, dict):
+        raise ProtocolError("must be a map", path)
+
+    def material(v: Any, p: str) -> Material:
+        return _dataclass_from(Material, v, p, {})
+
+    body_special = {name: _array(name) for name in BODY_ARRAYS}
+    body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity)
+
+    def settings(v: Any, p: str) -> Settings:
+        return _dataclass_from(Settings, v, p, {})
+
+    def bodies(v: Any, p: str) -> tuple:
+        if not isinstance(v, list):
+            raise ProtocolError("must be a list of bodies", p)
+        return tuple(_dataclass_from(Body, b, f"{p}[{i}]", body_special) for i, b in enumerate(v))
+
+    return _dataclass_from(Scene, d, path, {"settings": settings, "bodies": bodies, "name": _str})

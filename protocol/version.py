@@ -1,0 +1,21 @@
+"""The protocol version both sides announce in every envelope and in the handshake.
+
+Rules (docs/protocol.md, "Versioning"): peers with a different MAJOR refuse each other at
+the handshake; a MINOR bump only adds message types or optional fields.
+"""
+from __future__ import annotations
+
+PROTOCOL_VERSION: tuple = (1, 0)
+"""(major, minor)."""
+
+PROTOCOL_VERSION_STR: str = f"{PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}"
+
+
+def version_str(v) -> str:
+    """"major.minor" for a (major, minor) pair."""
+    return f"{int(v[0])}.{int(v[1])}"
+
+
+def compatible(a, b) -> bool:
+    """True when two (major, minor) versions can talk (same major)."""
+    return int(a[0]) == int(b[0])

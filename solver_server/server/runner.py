@@ -1,0 +1,164 @@
+"""Run one bake job in the current process: backend, cache folder, resume, events.
+
+:func:`run_job` is the single job loop used both by the server (inside a child process,
+see jobs.py) and by ``clearance-server bake`` (in process, no sockets). It reports through
+``emit(event)`` with plain tuples, cheap to pickle across a pipe:
+
+    ("progress", state, frame, fraction, message)
+    ("frame", frame, names, positions, stats)        # positions: list of (n, 3) float32
+    ("end", state, frames_done, code, message, field, obj)   # state: done | cancelled | failed
+
+Frames: the first streamed frame is ``frame_start`` (the initial positions), then every
+solved frame up to ``frame_end``. Each is written to the cache (frame + state + stats)
+before it is emitted. On resume the frames already on disk are re-sent first (so a client
+can rebuild its caches) and the solver continues from the last frame with a saved state.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Callable, Optional
+
+import numpy as np
+
+from protocol.messages import PROGRESS_STATES
+from protocol.scene import Scene, SceneError
+from .cache import JobCache, scene_hash
+
+Emit = Callable[[tuple], None]
+
+
+class JobCancelled(Exception):
+    """Raised inside the job (between frames or from a progress callback) to stop it."""
+
+
+def _state_dir() -> str:
+    return os.environ.get("CLEARANCE_STATE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "clearance")
+
+
+def _warm_marker(backend: str) -> str:
+    """A file that exists once a frame of ``backend`` has finished with the current sources,
+    i.e. once numba's on-disk cache holds its kernels; before that the first frame is
+    reported as "compiling" so the first bake after an install never looks frozen."""
+    import solver_server
+    root = os.path.dirname(os.path.abspath(solver_server.__file__))
+    newest = 0.0
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                newest = max(newest, os.path.getmtime(os.path.join(d, f)))
+    return os.path.join(_state_dir(), f"warm-{backend}-{int(newest)}")
+
+
+def _mark_warm(backend: str) -> None:
+    try:
+        p = _warm_marker(backend)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, "a").close()
+    except OSError:
+        pass  # only affects the progress label
+
+
+def _clean_stats(stats: dict) -> dict:
+    out = {}
+    for k, v in stats.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or type(v) in (int, float, str, bool):
+            out[str(k)] = v
+    return out
+
+
+def run_job(scene: Scene, cache_dir: str, resume: bool, emit: Emit,
+            should_stop: Callable[[], bool] = lambda: False) -> str:
+    """Bake ``scene`` into ``cache_dir``, emitting events; returns the final state."""
+    s = scene.settings
+    span = max(1, s.frame_end - s.frame_start)
+    frames_done = 0
+    current = [s.frame_start]
+
+    def progress(state: str, fraction: float, message: str = "") -> None:
+        if should_stop():
+            raise JobCancelled()
+        state = state if state in PROGRESS_STATES else "solving"
+        emit(("progress", state, int(current[0]), float(min(1.0, max(0.0, fraction))), message))
+
+    try:
+        scene.validate()
+        cache = JobCache(cache_dir)
+        digest = scene_hash(scene)
+        last = None
+        if resume:
+            cache.check_resume(digest)
+            last = cache.last_complete_frame(s.frame_start, s.frame_end)
+        if last is None:
+            cache.clear()
+        cache.ensure()
+        cache.write_scene_json(scene, digest)
+        from solver_server.backends import create
+        warm = s.backend == "none" or os.path.exists(_warm_marker(s.backend))
+        progress("building" if warm else "compiling", 0.0,
+                 "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
+        backend = create(scene, lambda st, fr: progress(st, (current[0] - s.frame_start + fr) / span))
+        stats_rows = cache.read_stats() if last is not None else []
+        if last is not None:
+            progress("resuming", (last - s.frame_start) / span, f"resuming after frame {last}")
+            by_frame = {r.get("frame"): r for r in stats_rows}
+            stats_rows = [r for r in stats_rows if r.get("frame", s.frame_end + 1) <= last]
+            for f in range(s.frame_start, last + 1):
+                pos = cache.read_frame(f)
+                st = {k: v for k, v in by_frame.get(f, {}).items() if k != "frame"}
+                emit(("frame", f, list(pos), list(pos.values()), st))
+                frames_done += 1
+            backend.set_state(cache.read_state(last), last)
+            current[0] = last
+        else:
+            pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in backend.initial_positions().items()}
+            cache.write_frame(s.frame_start, pos)
+            cache.write_state(s.frame_start, backend.get_state())
+            emit(("frame", s.frame_start, list(pos), list(pos.values()), {}))
+            frames_done += 1
+        first = True
+        while backend.frame < s.frame_end:
+            if should_stop():
+                raise JobCancelled()
+            if not first or warm:
+                progress("solving", (backend.frame - s.frame_start) / span, f"frame {backend.frame + 1}")
+            r = backend.advance()
+            current[0] = r.frame
+            pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in r.positions.items()}
+            stats = _clean_stats(r.stats)
+            cache.write_frame(r.frame, pos)
+            cache.write_state(r.frame, backend.get_state())
+            stats_rows.append({"frame": r.frame, **stats})
+            cache.write_stats(stats_rows)
+            emit(("frame", r.frame, list(pos), list(pos.values()), stats))
+            frames_done += 1
+            if first and not warm:
+                _mark_warm(s.backend)
+            first = False
+        emit(("end", "done", frames_done, "", f"baked {frames_done} frames", None, None))
+        return "done"
+    except JobCancelled:
+        emit(("end", "cancelled", frames_done, "", "cancelled", None, None))
+        return "cancelled"
+    except SceneError as e:
+        code = "resume_mismatch" if e.field == "scene" and resume else "scene"
+        emit(("end", "failed", frames_done, code, str(e), e.field or None, e.obj or None))
+        return "failed"
+    except Exception as e:  # any backend failure: report it, keep the frames on disk
+        tb = traceback.format_exc(limit=6)
+        emit(("end", "failed", frames_done, "backend", f"{type(e).__name__}: {e}\n{tb}", None, None))
+        return "failed"
+
+
+def child_main(scene: Scene, cache_dir: str, resume: bool, conn, cancel_event) -> None:
+    """Entry point of the job's child process: run the job, send events through ``conn``."""
+    try:
+        run_job(scene, cache_dir, resume, conn.send, cancel_event.is_set)
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass

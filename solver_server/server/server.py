@@ -1,0 +1,239 @@
+"""The solver server: a ROUTER socket serving many clients, jobs run in child processes.
+
+One thread runs :meth:`Server.serve_forever`: it polls the ROUTER socket and the pipes of the
+running jobs, answers requests, forwards job frames/progress to the submitting client and
+enforces cancel deadlines. Every incoming message is decoded and validated; a malformed one
+gets an Error (code "protocol", naming the field) and the server keeps serving.
+Sessions: a client must say Hello first (only Ping is answered before that, and not even Ping
+when the server has a secret); a Hello with the wrong secret is refused with code "auth"
+and that connection is refused for good.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Optional
+
+import zmq
+
+from protocol.codec import DEFAULT_LIMITS, Limits
+from protocol.errors import ProtocolError
+from protocol.messages import (Accepted, Cancel, Done, Error, Frame, Hello, Message, Ping, Pong, Progress, Status,
+                               StatusReply, Submit, Welcome, decode_message, encode_message)
+from protocol.scene import SceneError
+from protocol.version import PROTOCOL_VERSION, compatible, version_str
+from .cache import JobCache, scene_hash
+from .jobs import Job, JobManager
+from .security import check_bind, secret_ok
+
+SERVER_NAME = "clearance-server"
+SERVER_VERSION = "0.1.0"
+CAPABILITIES = ("frames", "progress", "cancel", "status", "resume", "cache")
+HEARTBEAT = 1.0
+"""Seconds between repeated Progress messages of a running job whose child is silent."""
+
+
+class Server:
+    """Serve on ``bind`` until :meth:`stop`. ``protocol_version`` is overridable for tests of
+    the version handshake only."""
+
+    def __init__(self, bind: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, workers: int = 1,
+                 limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
+                 protocol_version: tuple = PROTOCOL_VERSION):
+        check_bind(bind, secret)
+        self.secret = secret
+        self.limits = limits
+        self.protocol_version = tuple(protocol_version)
+        self._ctx = context or zmq.Context.instance()
+        self.sock = self._ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 0)   # never drop frames for a slow client
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, min(limits.max_array_bytes + limits.max_header_bytes, 2 ** 62))
+        addr = bind[:-2] + ":*" if bind.startswith("tcp://") and bind.endswith(":0") else bind
+        self.sock.bind(addr)
+        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT) if addr.startswith("tcp://") else bind
+        self.jobs = JobManager(self._job_event, workers)
+        self.sessions: dict = {}   # identity -> "ok" | "refused"
+        self._stop = threading.Event()
+        self._last_progress: dict = {}  # job id -> (monotonic time, Progress fields)
+        from solver_server.backends import available
+        self.backends = tuple(available())
+
+    # -- sending ----------------------------------------------------------------------------
+    def _send(self, identity: bytes, msg: Message) -> None:
+        self.sock.send_multipart([identity, *encode_message(msg, self.protocol_version)], copy=False)
+
+    def _error(self, identity: bytes, code: str, message: str, parent: Optional[str], field: Optional[str] = None,
+               obj: Optional[str] = None, job_id: Optional[str] = None) -> None:
+        self._send(identity, Error(code, message, field, obj, job_id, parent=parent))
+
+    # -- job events -------------------------------------------------------------------------
+    def _job_event(self, job: Job, ev: tuple) -> None:
+        kind = ev[0]
+        if kind == "frame":
+            _, frame, names, positions, stats = ev
+            self._send(job.owner, Frame(job.id, frame, names, positions, stats))
+            span = max(1, job_span(job))
+            self._last_progress[job.id] = (time.monotonic(), "solving", frame,
+                                           min(1.0, max(0.0, (frame - job_start(job)) / span)), f"frame {frame}")
+        elif kind == "progress":
+            _, state, frame, fraction, message = ev
+            self._progress(job, state, frame, fraction, message)
+        elif kind == "end":
+            _, state, frames_done, code, message, field, obj = ev
+            self._last_progress.pop(job.id, None)
+            if state == "failed":
+                self._error(job.owner, code or "backend", message, job.submit_id, field, obj, job.id)
+            self._send(job.owner, Done(job.id, state, frames_done, message, parent=job.submit_id))
+
+    def _progress(self, job: Job, state: str, frame: int, fraction: float, message: str) -> None:
+        self._last_progress[job.id] = (time.monotonic(), state, frame, fraction, message)
+        self._send(job.owner, Progress(job.id, state, frame, fraction, message))
+
+    def _heartbeat(self) -> None:
+        now = time.monotonic()
+        for job in self.jobs.running():
+            last = self._last_progress.get(job.id)
+            if last is not None and now - last[0] >= HEARTBEAT:
+                self._progress(job, *last[1:])
+
+    # -- requests ---------------------------------------------------------------------------
+    def _handle(self, identity: bytes, frames: list) -> None:
+        try:
+            msg, version = decode_message(frames, self.limits)
+        except ProtocolError as e:
+            self._error(identity, "protocol", e.message, e.msg_id, e.field)
+            return
+        except Exception as e:  # a decoder bug must not take the server down
+            self._error(identity, "internal", f"cannot decode the message: {type(e).__name__}: {e}", None)
+            return
+        if not compatible(version, self.protocol_version):
+            self._error(identity, "version", self._version_text(version), msg.id, "version")
+            return
+        session = self.sessions.get(identity)
+        if session == "refused":
+            self._error(identity, "auth", "this connection was refused (wrong secret); reconnect with the right one",
+                        msg.id)
+            return
+        if isinstance(msg, Hello):
+            self._hello(identity, msg)
+            return
+        if session != "ok":
+            if self.secret:
+                self._error(identity, "auth", "send Hello with the server's secret first", msg.id)
+                return
+            if not isinstance(msg, Ping):
+                self._error(identity, "handshake", "send Hello first", msg.id)
+                return
+        if isinstance(msg, Ping):
+            self._send(identity, Pong(parent=msg.id))
+        elif isinstance(msg, Submit):
+            self._submit(identity, msg)
+        elif isinstance(msg, (Cancel, Status)):
+            job = self.jobs.jobs.get(msg.job_id)
+            if job is None:
+                self._error(identity, "unknown_job", f"no job {msg.job_id!r} on this server", msg.id, "job_id")
+                return
+            if isinstance(msg, Cancel):
+                self.jobs.cancel(job)
+            self._send(identity, StatusReply(job.id, job.state, job.frame, job.frames_done, parent=msg.id))
+        else:
+            self._error(identity, "protocol", f"a client may not send {msg.TYPE!r}", msg.id, "type")
+
+    def _version_text(self, theirs: tuple) -> str:
+        return (f"protocol version mismatch: the server speaks {version_str(self.protocol_version)}, the client "
+                f"speaks {version_str(theirs)}; install matching versions of the add-on and the server")
+
+    def _hello(self, identity: bytes, msg: Hello) -> None:
+        if not compatible(msg.protocol_version, self.protocol_version):
+            self._error(identity, "version", self._version_text(msg.protocol_version), msg.id, "protocol_version")
+            return
+        if not secret_ok(self.secret, msg.secret):
+            self.sessions[identity] = "refused"
+            self._error(identity, "auth", "wrong or missing secret", msg.id, "secret")
+            return
+        self.sessions[identity] = "ok"
+        self._send(identity, Welcome(SERVER_NAME, SERVER_VERSION, self.protocol_version, CAPABILITIES, self.backends,
+                                     parent=msg.id))
+
+    def _submit(self, identity: bytes, msg: Submit) -> None:
+        scene = msg.scene
+        try:
+            scene.validate()
+        except SceneError as e:
+            self._error(identity, "scene", str(e), msg.id, e.field or None, e.obj or None)
+            return
+        if scene.settings.backend not in self.backends:
+            self._error(identity, "scene", f"backend {scene.settings.backend!r} is not available on this server; "
+                        f"available: {list(self.backends)}", msg.id, "backend")
+            return
+        cache_dir = msg.cache_dir
+        if not os.path.isabs(cache_dir):
+            self._error(identity, "scene", f"cache_dir must be an absolute path on the server, got {cache_dir!r}",
+                        msg.id, "cache_dir")
+            return
+        cache_dir = os.path.normpath(cache_dir)
+        other = self.jobs.busy_dir(cache_dir)
+        if other is not None:
+            self._error(identity, "busy", f"job {other.id} is already baking into {cache_dir}; cancel it or use "
+                        "another folder", msg.id, "cache_dir")
+            return
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            if msg.resume:
+                JobCache(cache_dir).check_resume(scene_hash(scene))
+        except SceneError as e:
+            self._error(identity, "resume_mismatch", str(e), msg.id, "scene")
+            return
+        except OSError as e:
+            self._error(identity, "scene", f"cannot create the cache folder: {e}", msg.id, "cache_dir")
+            return
+        job = self.jobs.submit(scene, cache_dir, msg.resume, identity, msg.id)
+        self._send(identity, Accepted(job.id, parent=msg.id))
+        self._progress(job, "queued", job.frame, 0.0, "waiting for a worker" if self.jobs.running() else "")
+        self.jobs.tick()
+
+    # -- loop -------------------------------------------------------------------------------
+    def serve_forever(self, ready: Optional[threading.Event] = None) -> None:
+        """Run until stop(); then stop every job and close the socket."""
+        if ready is not None:
+            ready.set()
+        try:
+            while not self._stop.is_set():
+                poller = zmq.Poller()
+                poller.register(self.sock, zmq.POLLIN)
+                pipes = {}
+                for job in self.jobs.running():
+                    if job.conn is not None:
+                        poller.register(job.conn, zmq.POLLIN)
+                        pipes[job.conn] = job
+                events = dict(poller.poll(100))
+                if self.sock in events:
+                    for _ in range(1000):
+                        try:
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        self._handle(frames[0].bytes, frames[1:])
+                for conn, job in pipes.items():
+                    if conn in events and job.conn is conn:
+                        self.jobs.read(job)
+                self.jobs.tick()
+                self._heartbeat()
+        finally:
+            self.jobs.shutdown()
+            self.sock.close(linger=0)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def job_start(job: Job) -> int:
+    return job.scene.settings.frame_start if job.scene is not None else 0
+
+
+def job_span(job: Job) -> int:
+    s = job.scene.settings if job.scene is not None else None
+    return (s.frame_end - s.frame_start) if s is not None else 1
