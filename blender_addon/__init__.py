@@ -1,0 +1,41 @@
+"""Clearance: penetration-free physics for Blender (extension id ``clearance``).
+
+The add-on exports objects with a Clearance role to a solver server (IPC for soft solids,
+cloth and rods; MPM for sand, snow and water), and writes the frames that stream back as
+.pc2 point caches read by Mesh Cache modifiers (or as shape keys).
+
+``protocol`` (the wire format) is vendored into ``vendor/`` in the packaged extension; in a
+development checkout it is imported from the repository root, beside ``blender_addon/``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _add_protocol_path() -> None:
+    """Put the folder holding ``protocol/`` on sys.path: ``vendor/`` in the zip, else the checkout."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    for folder in (os.path.join(here, "vendor"), os.path.dirname(here)):
+        if os.path.isfile(os.path.join(folder, "protocol", "scene.py")):
+            if folder not in sys.path:
+                sys.path.append(folder)
+            return
+
+
+_add_protocol_path()
+
+from . import preferences, properties, operators, ui, server_process  # noqa: E402
+
+_modules = (preferences, properties, server_process, operators, ui)
+
+
+def register() -> None:
+    for m in _modules:
+        m.register()
+
+
+def unregister() -> None:
+    operators.stop_running_sessions()
+    for m in reversed(_modules):
+        m.unregister()

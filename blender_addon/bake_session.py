@@ -1,0 +1,192 @@
+"""One bake from submit to the last frame, independent of how it is driven.
+
+The modal operator calls :meth:`BakeSession.poll` from a window-manager timer; background
+mode (``blender -b``, the bpy module, where timers never fire) calls :meth:`BakeSession.run`,
+a blocking loop over the same :meth:`poll`. Tests drive either directly. Every frame is written
+to Blender (``writeback.BodyCache``) the moment it arrives, so a cancelled, failed or crashed
+bake keeps everything it finished; ``resume=True`` continues a cache where it stopped.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+import bpy
+
+from protocol.errors import RemoteError, ServerUnreachable
+from protocol.messages import Done, Error, Frame, Progress
+
+from .export import ExportResult
+from .writeback import BodyCache
+
+RUNNING, DONE, CANCELLED, FAILED = "running", "done", "cancelled", "failed"
+
+
+def error_text(message: str, obj: Optional[str]) -> str:
+    """The server's message, prefixed with the object's name when it does not already say it."""
+    if obj and obj not in message:
+        return f"{obj}: {message}"
+    return message
+
+
+class BakeSession:
+    """Submit ``export.scene`` with ``client`` and write every returned frame into ``folder``.
+
+    ``output`` is "PC2" or "SHAPE_KEYS". Status goes to ``scene.clearance`` (progress,
+    status, last_error, frames_baked, job_id, is_baking) for the panel.
+    """
+
+    def __init__(self, scene: bpy.types.Scene, export: ExportResult, client, folder: str,
+                 output: str = "PC2", resume: bool = False):
+        self.scene = scene
+        self.export = export
+        self.client = client
+        self.folder = folder
+        self.output = output
+        self.resume = resume
+        self.job_id: Optional[str] = None
+        self.state = RUNNING
+        self.error = ""
+        self.message = ""
+        self.last_frame: Optional[int] = None
+        s = export.scene.settings
+        self.frame_start, self.frame_end = s.frame_start, s.frame_end
+        self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
+                                         s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing)
+                       for b in export.scene.simulated()}
+
+    # -- status shown in the panel ----------------------------------------------------------
+    def _status(self, message: str, progress: Optional[float] = None) -> None:
+        self.message = message
+        st = self.scene.clearance
+        st.status = message
+        if progress is not None:
+            st.progress = min(max(progress, 0.0), 1.0)
+
+    def _fail(self, text: str) -> None:
+        self.state = FAILED
+        self.error = text
+        self.scene.clearance.last_error = text
+        self._status(f"Failed: {text}")
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> str:
+        """Write the start frame (initial positions) and submit; returns the job id.
+
+        Raises RemoteError when the server refuses the scene (e.g. it starts intersecting).
+        """
+        st = self.scene.clearance
+        st.last_error = ""
+        os.makedirs(self.folder, exist_ok=True)
+        for b in self.export.scene.simulated():
+            if b.role != "granular":
+                self.caches[b.name].write_initial(self.frame_start, b.vertices)
+        self._status("Submitting…", 0.0)
+        try:
+            self.job_id = self.client.submit(self.export.scene, os.path.join(self.folder, "server"), self.resume)
+        except Exception:
+            self.close()
+            raise
+        st.job_id = self.job_id
+        st.is_baking = True
+        st.frames_baked = min(c.frames_done for c in self.caches.values()) if self.caches else 0
+        self._status(f"Baking frames {self.frame_start}–{self.frame_end}", 0.0)
+        return self.job_id
+
+    def handle(self, ev) -> None:
+        """Apply one server message (Frame, Progress, Done, Error)."""
+        if getattr(ev, "job_id", None) not in (None, self.job_id):
+            return
+        if isinstance(ev, Frame):
+            for name, pos in zip(ev.names, ev.positions):
+                cache = self.caches.get(name)
+                if cache is not None:
+                    cache.write(int(ev.frame), pos)
+            self.last_frame = int(ev.frame)
+            span = max(self.frame_end - self.frame_start, 1)
+            self.scene.clearance.frames_baked = self.last_frame - self.frame_start + 1
+            st = ev.stats or {}
+            extra = ""
+            if "newton_iterations" in st:
+                extra = f" ({st.get('newton_iterations', 0)} Newton it., {st.get('contacts', 0)} contacts, " \
+                        f"{float(st.get('seconds', 0.0)):.2f} s)"
+            self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
+                         (self.last_frame - self.frame_start) / span)
+        elif isinstance(ev, Progress):
+            text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
+            self._status(text, None if ev.state == "solving" else ev.fraction)
+        elif isinstance(ev, Error):
+            self._fail(error_text(ev.message, ev.obj))
+        elif isinstance(ev, Done):
+            if ev.state == "done":
+                self.state = DONE
+                self._status(f"Baked {self.frame_start}–{self.frame_end}", 1.0)
+            elif ev.state == "cancelled":
+                self.state = CANCELLED
+                self._status(f"Cancelled after frame {self.last_frame if self.last_frame is not None else self.frame_start}; "
+                             f"finished frames are kept (Resume continues)")
+            else:
+                self._fail(error_text(ev.message or f"the bake ended in state {ev.state}", None)
+                           if not self.error else self.error)
+            self.close()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Handle every message that has arrived (waiting at most ``timeout`` s); True while running."""
+        if self.state != RUNNING:
+            return False
+        try:
+            for ev in self.client.poll(timeout):
+                self.handle(ev)
+                if self.state != RUNNING:
+                    break
+        except Exception as exc:  # a write failed, the server vanished ...: keep what was written
+            self._fail(f"{type(exc).__name__}: {exc}")
+            self._cancel_quietly()
+            self.close()
+        return self.state == RUNNING
+
+    def run(self, stall_timeout: float = 600.0) -> str:
+        """Block until the job ends (background mode); returns the final state.
+
+        Fails when the server sends nothing for ``stall_timeout`` seconds.
+        """
+        last = time.monotonic()
+        while self.state == RUNNING:
+            before = (self.last_frame, self.message)
+            self.poll(0.25)
+            if (self.last_frame, self.message) != before:
+                last = time.monotonic()
+            elif time.monotonic() - last > stall_timeout:
+                self._fail(f"no news from the server for {stall_timeout:.0f} s")
+                self._cancel_quietly()
+                self.close()
+        return self.state
+
+    def cancel(self) -> None:
+        """Ask the server to stop; the session ends when its Done(cancelled) arrives."""
+        if self.state == RUNNING and self.job_id:
+            try:
+                self.client.cancel(self.job_id)
+                self._status("Cancelling…")
+            except (ServerUnreachable, RemoteError) as exc:
+                self.state = CANCELLED
+                self._status(f"Cancelled (server did not answer: {exc})")
+                self.close()
+
+    def _cancel_quietly(self) -> None:
+        try:
+            if self.job_id:
+                self.client.cancel(self.job_id)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Close the cache files and the connection; the panel stops showing a bake."""
+        for c in self.caches.values():
+            c.close()
+        try:
+            self.client.close()
+        except Exception:
+            pass
+        self.scene.clearance.is_baking = False

@@ -1,0 +1,254 @@
+"""Blender -> protocol.scene.Scene: the evaluated meshes of every object with a Clearance role.
+
+Geometry is read from the dependency graph (modifiers, shape keys and parenting applied) and
+moved to world space with one matrix product; every array is filled by ``foreach_get`` into
+numpy (no Python loop over vertices). Colliders and following pins are sampled at every frame
+of the bake range (``frame_set`` then a fresh evaluation), as the contract asks, and so is
+every object's world matrix (write-back stores positions in the object's space of each frame).
+With the pass-through backend ("none") every body sends its whole per-frame motion, so the
+bake reproduces the input animation exactly.
+
+Vertex-group weights do not survive to the evaluated mesh's Python API, so pins are read
+through a temporary Geometry Nodes modifier that copies the group into a point attribute:
+this works whatever modifiers precede it and stays loop-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import bpy
+import numpy as np
+
+from protocol.scene import Body, Material, Scene, SceneError, Settings
+
+from .mesh_checks import volume_problem
+
+PIN_ATTR = "clearance_pin_weight"
+_PIN_MODIFIER = "Clearance Pin Weights (temporary)"
+VOLUME_ROLES = ("solid", "stiff", "granular")
+
+
+@dataclass
+class MeshArrays:
+    """World-space evaluated geometry of one object at one frame."""
+
+    vertices: np.ndarray                  # (n, 3) float64, metres, world space
+    triangles: np.ndarray                 # (m, 3) int32
+    edges: np.ndarray                     # (k, 2) int32
+    pin_weights: Optional[np.ndarray] = None  # (n,) float32 or None
+
+
+@dataclass
+class ExportResult:
+    """The scene to submit plus what write-back needs to map results onto Blender objects."""
+
+    scene: Scene
+    objects: dict = field(default_factory=dict)        # body name -> bpy Object
+    matrices: dict = field(default_factory=dict)  # body name -> (F, 4, 4) float64 world matrix per frame
+
+
+def role_objects(scene: bpy.types.Scene) -> list:
+    """Objects of ``scene`` with a Clearance role, sorted by name (stable body order)."""
+    objs = [o for o in scene.objects if getattr(o, "clearance", None) is not None and o.clearance.role != "NONE"]
+    return sorted(objs, key=lambda o: o.name)
+
+
+def frame_range(scene: bpy.types.Scene) -> tuple:
+    """(frame_start, frame_end) of the bake: the scene's range unless the settings override it."""
+    s = scene.clearance
+    if s.use_scene_range:
+        return int(scene.frame_start), int(scene.frame_end)
+    return int(s.frame_start), int(s.frame_end)
+
+
+def world_matrix(obj_eval) -> np.ndarray:
+    """The object's world matrix as a (4, 4) float64 array."""
+    return np.array(obj_eval.matrix_world, dtype=np.float64)
+
+
+def read_mesh(obj: bpy.types.Object, depsgraph, with_pins: bool = False) -> MeshArrays:
+    """Evaluated mesh of ``obj`` in world space (float64 vertices, int32 triangles and edges)."""
+    ob_eval = obj.evaluated_get(depsgraph)
+    me = ob_eval.to_mesh()
+    if me is None:
+        raise SceneError(f"{obj.name}: a {obj.type.lower()} object has no mesh; give the role to a mesh, "
+                         f"curve or text object", obj.name, "vertices")
+    try:
+        n = len(me.vertices)
+        co = np.empty(n * 3, dtype=np.float32)
+        me.vertices.foreach_get("co", co)
+        m = world_matrix(ob_eval)
+        verts = co.reshape(n, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3]
+        me.calc_loop_triangles()
+        tris = np.empty(len(me.loop_triangles) * 3, dtype=np.int32)
+        me.loop_triangles.foreach_get("vertices", tris)
+        edges = np.empty(len(me.edges) * 2, dtype=np.int32)
+        me.edges.foreach_get("vertices", edges)
+        weights = None
+        if with_pins and PIN_ATTR in me.attributes:
+            weights = np.empty(n, dtype=np.float32)
+            me.attributes[PIN_ATTR].data.foreach_get("value", weights)
+        return MeshArrays(np.ascontiguousarray(verts), tris.reshape(-1, 3), edges.reshape(-1, 2), weights)
+    finally:
+        ob_eval.to_mesh_clear()
+
+
+def _pin_node_group(group_name: str) -> bpy.types.NodeTree:
+    """A node group storing vertex group ``group_name`` as the float point attribute PIN_ATTR."""
+    ng = bpy.data.node_groups.new(".clearance_pins", "GeometryNodeTree")
+    ng.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    ng.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    gin = ng.nodes.new("NodeGroupInput")
+    gout = ng.nodes.new("NodeGroupOutput")
+    named = ng.nodes.new("GeometryNodeInputNamedAttribute")
+    named.data_type = "FLOAT"
+    named.inputs["Name"].default_value = group_name
+    store = ng.nodes.new("GeometryNodeStoreNamedAttribute")
+    store.data_type = "FLOAT"
+    store.domain = "POINT"
+    store.inputs["Name"].default_value = PIN_ATTR
+    ng.links.new(gin.outputs[0], store.inputs["Geometry"])
+    ng.links.new(named.outputs["Attribute"], store.inputs["Value"])
+    ng.links.new(store.outputs["Geometry"], gout.inputs[0])
+    return ng
+
+
+class _PinProbes:
+    """Context manager adding the temporary pin-weight modifier to objects with a pin group."""
+
+    def __init__(self, objects: list):
+        self.objects = [o for o in objects if o.clearance.pin_group and o.type == "MESH"]
+        self.added = []
+
+    def __enter__(self) -> "_PinProbes":
+        for o in self.objects:
+            if o.clearance.pin_group not in o.vertex_groups:
+                raise SceneError(f"{o.name}: pin group '{o.clearance.pin_group}' does not exist; pick one of the "
+                                 f"object's vertex groups or clear the field", o.name, "pin_indices")
+            mod = o.modifiers.new(_PIN_MODIFIER, "NODES")
+            mod.node_group = _pin_node_group(o.clearance.pin_group)
+            mod.show_in_editmode = False
+            self.added.append((o, mod))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for o, mod in self.added:
+            ng = mod.node_group
+            o.modifiers.remove(mod)
+            if ng is not None:
+                bpy.data.node_groups.remove(ng)
+        self.added.clear()
+
+
+def material_of(obj: bpy.types.Object) -> Material:
+    """protocol Material from the object's settings (SI units)."""
+    c = obj.clearance
+    return Material(density=c.density, youngs_modulus=c.youngs_modulus, poisson_ratio=c.poisson_ratio,
+                    model=c.model, friction=c.friction, thickness=c.thickness,
+                    bending_stiffness=c.bending_stiffness, damping=c.damping, mpm_material=c.mpm_material,
+                    friction_angle=c.friction_angle, particle_spacing=c.particle_spacing,
+                    viscosity=c.viscosity, yield_stress=c.yield_stress)
+
+
+def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:
+    """protocol Settings from ``Scene.clearance``; backend AUTO picks mpm for granular scenes."""
+    s = scene.clearance
+    start, end = frame_range(scene)
+    backend = s.backend if s.backend != "AUTO" else ("mpm" if "granular" in roles else "ipc")
+    gravity = tuple(scene.gravity) if (s.use_scene_gravity and scene.use_gravity) else (
+        (0.0, 0.0, 0.0) if s.use_scene_gravity else tuple(s.gravity))
+    kw = {}
+    if bounds is not None:
+        kw = dict(domain_min=tuple(float(x) for x in bounds[0]), domain_max=tuple(float(x) for x in bounds[1]))
+    return Settings(frame_start=start, frame_end=end, fps=scene.render.fps / scene.render.fps_base,
+                    substeps=s.substeps, gravity=tuple(float(g) for g in gravity), contact_gap=s.contact_gap,
+                    friction=s.friction, newton_tol=s.newton_tol, max_newton_iterations=s.max_newton_iterations,
+                    backend=backend, **kw)
+
+
+def _domain(all_points: list) -> tuple:
+    """MPM domain box: the bounding box of every exported point, padded by a quarter of its size."""
+    pts = np.concatenate([p.reshape(-1, 3) for p in all_points])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    pad = max(0.25 * float((hi - lo).max()), 0.1)
+    return lo - pad, hi + pad
+
+
+def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = None) -> ExportResult:
+    """Build and validate the Scene for ``scene`` (default: the context's). Raises SceneError.
+
+    The current frame is restored afterwards; the scene is left unmodified.
+    """
+    scene = scene or context.scene
+    objs = role_objects(scene)
+    if not objs:
+        raise SceneError("No object has a Clearance role: select a mesh, open Properties > Physics > "
+                         "Clearance and choose a role (Solid, Cloth, ... or Collider).", "", "bodies")
+    start, end = frame_range(scene)
+    if end <= start:
+        raise SceneError(f"The bake range {start}..{end} is empty: the end frame must be after the start frame.",
+                         "", "frame_end")
+    frames = range(start, end + 1)
+    original_frame, original_sub = scene.frame_current, scene.frame_subframe
+    roles = {o.name: o.clearance.role.lower() for o in objs}
+    backend = settings_of(scene, list(roles.values())).backend
+    result = ExportResult(scene=None)  # type: ignore[arg-type]
+    try:
+        with _PinProbes(objs):
+            scene.frame_set(start)
+            depsgraph = context.evaluated_depsgraph_get()
+            rest = {o.name: read_mesh(o, depsgraph, with_pins=True) for o in objs}
+            pins = {}
+            for o in objs:
+                result.objects[o.name] = o
+                w = rest[o.name].pin_weights
+                pins[o.name] = (np.nonzero(w > 0.5)[0].astype(np.int32) if w is not None
+                                else np.zeros(0, np.int32))
+            # Whole-mesh samples: colliders always; every body for the pass-through ("none") backend.
+            movers = [o for o in objs if roles[o.name] == "collider" or backend == "none"]
+            followers = [o for o in objs if o not in movers and pins[o.name].size and o.clearance.pin_follows]
+            samples = {o.name: np.empty((len(frames), len(rest[o.name].vertices), 3), np.float32) for o in movers}
+            samples.update({o.name: np.empty((len(frames), pins[o.name].size, 3), np.float32) for o in followers})
+            for o in objs:
+                result.matrices[o.name] = np.empty((len(frames), 4, 4), np.float64)
+            for i, f in enumerate(frames):
+                if i:
+                    scene.frame_set(f)
+                    depsgraph = context.evaluated_depsgraph_get()
+                for o in objs:
+                    result.matrices[o.name][i] = world_matrix(o.evaluated_get(depsgraph))
+                for o in movers + followers:
+                    v = rest[o.name].vertices if i == 0 else read_mesh(o, depsgraph).vertices
+                    if v.shape[0] != rest[o.name].vertices.shape[0]:
+                        raise SceneError(f"{o.name}: the vertex count changes from {rest[o.name].vertices.shape[0]} "
+                                         f"to {v.shape[0]} at frame {f}; animated objects must keep their topology "
+                                         f"(check remesh/decimate modifiers)", o.name, "animation")
+                    samples[o.name][i] = v if o in movers else v[pins[o.name]]
+    finally:
+        scene.frame_set(original_frame, subframe=original_sub)
+
+    bodies = []
+    for o in objs:
+        r, mesh = roles[o.name], rest[o.name]
+        anim = samples.get(o.name) if o in movers else None
+        if anim is not None and np.array_equal(anim.min(axis=0), anim.max(axis=0)):
+            anim = None  # static collider: nothing to stream
+        bodies.append(Body(name=o.name, role=r, vertices=mesh.vertices, triangles=mesh.triangles, edges=mesh.edges,
+                           material=material_of(o), initial_velocity=tuple(float(c) for c in o.clearance.initial_velocity),
+                           pin_indices=pins[o.name],
+                           pin_targets=samples.get(o.name) if o in followers else None, animation=anim))
+    role_list = list(roles.values())
+    bounds = None
+    if "granular" in role_list:
+        pts = [b.vertices for b in bodies] + [b.animation for b in bodies if b.animation is not None]
+        bounds = _domain(pts)
+    spec = Scene(settings=settings_of(scene, role_list, bounds), bodies=tuple(bodies), name=scene.name)
+    spec.validate()  # names the object for NaN, empty meshes, bad materials
+    for b in bodies:
+        if b.role in VOLUME_ROLES:
+            msg = volume_problem(b.name, b.role, b.vertices, b.triangles)
+            if msg:
+                raise SceneError(msg, b.name, "triangles")
+    result.scene = spec
+    return result

@@ -1,0 +1,167 @@
+"""Blender properties: ``Object.clearance`` (role and material) and ``Scene.clearance``
+(bake settings and the bake's runtime status shown in the panels).
+
+All physical quantities are SI: metres, seconds, kg/m^3, pascals. Blender's unit system
+displays lengths and velocities with their units (subtype DISTANCE / VELOCITY); the other
+units are spelled out in the labels. Defaults mirror ``protocol.scene.Material`` and
+``protocol.scene.Settings`` so an untouched object bakes like the contract's defaults.
+"""
+from __future__ import annotations
+
+import bpy
+from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty,
+                       IntProperty, PointerProperty, StringProperty)
+
+ROLE_ITEMS = [
+    ("NONE", "None", "Not part of the Clearance simulation"),
+    ("SOLID", "Solid", "Volumetric soft body (the closed surface is tetrahedralised)"),
+    ("CLOTH", "Cloth", "Thin shell simulated on the mesh's triangles"),
+    ("ROD", "Rod", "Strands simulated on the mesh's edges (hair, ropes)"),
+    ("STIFF", "Stiff", "Nearly rigid body (affine body dynamics)"),
+    ("GRANULAR", "Granular / Fluid", "Sand, snow, water, mud or jelly: MPM particles sampled inside the closed mesh"),
+    ("COLLIDER", "Collider", "Moves as animated (keyframes, deformation), pushes simulated bodies, never simulated"),
+]
+
+MODEL_ITEMS = [
+    ("neo_hookean", "Neo-Hookean", "Hyperelastic, robust under large compression"),
+    ("stable_neo_hookean", "Stable Neo-Hookean", "Neo-Hookean that stays stable through inversion"),
+    ("fixed_corotated", "Fixed Corotated", "Corotated linear elasticity, cheap and predictable"),
+    ("stvk", "St. Venant-Kirchhoff", "Linear in Green strain; soft under compression"),
+]
+
+MPM_ITEMS = [
+    ("sand", "Sand", "Drucker-Prager granular material"),
+    ("snow", "Snow", "Elasto-plastic with hardening (compacts and breaks)"),
+    ("water", "Water", "Weakly compressible fluid"),
+    ("elastic", "Elastic", "Jelly: an elastic solid on the MPM grid"),
+    ("mud", "Mud", "Viscoplastic (von Mises yield)"),
+]
+
+# Presets applied when the MPM material changes: density kg/m^3, Young's modulus Pa, Poisson.
+MPM_PRESETS = {
+    "sand": dict(density=1600.0, youngs_modulus=3.5e5, poisson_ratio=0.3, friction_angle=30.0),
+    "snow": dict(density=400.0, youngs_modulus=1.4e5, poisson_ratio=0.2),
+    "water": dict(density=1000.0, youngs_modulus=1.0e5, poisson_ratio=0.2, viscosity=1.0e-3),
+    "elastic": dict(density=1000.0, youngs_modulus=5.0e4, poisson_ratio=0.3),
+    "mud": dict(density=1800.0, youngs_modulus=2.0e5, poisson_ratio=0.3, viscosity=10.0, yield_stress=500.0),
+}
+
+OUTPUT_ITEMS = [
+    ("PC2", "Point Cache + Mesh Cache", "One .pc2 file per object read by a Mesh Cache modifier (fast, long shots)"),
+    ("SHAPE_KEYS", "Shape Keys", "One shape key per frame stored in the .blend (portable, small meshes)"),
+]
+
+BACKEND_ITEMS = [
+    ("AUTO", "Auto", "MPM when any object is Granular / Fluid, IPC otherwise"),
+    ("ipc", "IPC", "Incremental Potential Contact: solids, cloth, rods, stiff bodies; never intersects"),
+    ("mpm", "MPM", "Material Point Method: sand, snow, water, mud"),
+    ("none", "None (pass-through)", "Returns the input motion unchanged; checks the pipeline"),
+]
+
+
+def _apply_mpm_preset(self, _context) -> None:
+    for key, value in MPM_PRESETS.get(self.mpm_material, {}).items():
+        setattr(self, key, value)
+
+
+class ClearanceObjectSettings(bpy.types.PropertyGroup):
+    """Per-object role and material. Only the fields of the chosen role are shown and sent."""
+
+    role: EnumProperty(name="Role", items=ROLE_ITEMS, default="NONE",
+                       description="How the solver treats this object")
+    density: FloatProperty(name="Density (kg/m³)", default=1000.0, min=1e-3, soft_max=20000.0,
+                           description="Mass per volume in kg/m³ (cloth: times the thickness gives the areal density)")
+    youngs_modulus: FloatProperty(name="Young's Modulus (Pa)", default=1.0e5, min=1.0, soft_max=1e10,
+                                  precision=0, description="Stiffness in pascals: 1e4 jelly, 1e6 rubber, 1e9 plastic")
+    poisson_ratio: FloatProperty(name="Poisson Ratio", default=0.3, min=0.0, max=0.499,
+                                 description="Volume preservation, 0 to 0.5 (0.49 nearly incompressible)")
+    model: EnumProperty(name="Elastic Model", items=MODEL_ITEMS, default="neo_hookean")
+    friction: FloatProperty(name="Friction", default=0.3, min=0.0, soft_max=2.0,
+                            description="Coulomb friction coefficient against anything it touches")
+    thickness: FloatProperty(name="Thickness", default=0.001, min=1e-6, soft_max=0.1, subtype="DISTANCE",
+                             unit="LENGTH", precision=4, description="Cloth/rod thickness in metres, kept as a contact offset")
+    bending_stiffness: FloatProperty(name="Bending Stiffness (N·m)", default=1.0e-4, min=0.0, soft_max=1.0,
+                                     precision=6, description="Resistance to folding (cloth) or bending (rods), N·m")
+    damping: FloatProperty(name="Damping (s)", default=0.0, min=0.0, soft_max=1.0, precision=4,
+                           description="Rayleigh stiffness-proportional damping, in seconds")
+    mpm_material: EnumProperty(name="Material", items=MPM_ITEMS, default="sand", update=_apply_mpm_preset,
+                               description="MPM constitutive model; choosing one applies its preset values")
+    friction_angle: FloatProperty(name="Friction Angle (°)", default=30.0, min=0.0, max=89.0,
+                                  description="Sand's internal friction angle in degrees (pile slope)")
+    particle_spacing: FloatProperty(name="Particle Spacing", default=0.02, min=1e-4, soft_max=0.2, subtype="DISTANCE",
+                                    unit="LENGTH", precision=4, description="Distance between sampled particles in metres")
+    viscosity: FloatProperty(name="Viscosity (Pa·s)", default=0.0, min=0.0, soft_max=100.0, precision=4)
+    yield_stress: FloatProperty(name="Yield Stress (Pa)", default=1.0e3, min=0.0, soft_max=1e5)
+    initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0),
+                                          subtype="VELOCITY", unit="VELOCITY",
+                                          description="World-space velocity at the start frame, m/s")
+    pin_group: StringProperty(name="Pin Group",
+                              description="Vertex group whose vertices (weight > 0.5) are held in place")
+    pin_follows: BoolProperty(name="Pins Follow Animation", default=False,
+                              description="Pinned vertices follow the object's animation/deformation instead of staying put")
+
+    @classmethod
+    def register(cls) -> None:
+        bpy.types.Object.clearance = PointerProperty(type=cls, name="Clearance")
+
+    @classmethod
+    def unregister(cls) -> None:
+        del bpy.types.Object.clearance
+
+
+class ClearanceSceneSettings(bpy.types.PropertyGroup):
+    """Bake settings of a scene plus the runtime status the Bake panel shows."""
+
+    use_scene_range: BoolProperty(name="Use Scene Frame Range", default=True,
+                                  description="Bake the scene's frame range; off: use Start/End below")
+    frame_start: IntProperty(name="Start", default=1, description="First frame (the initial state)")
+    frame_end: IntProperty(name="End", default=48, description="Last frame baked")
+    substeps: IntProperty(name="Substeps", default=1, min=1, soft_max=32,
+                          description="Solver steps per frame (IPC; MPM chooses its own from the CFL condition)")
+    use_scene_gravity: BoolProperty(name="Use Scene Gravity", default=True,
+                                    description="Use the scene's gravity (Scene > Gravity)")
+    gravity: FloatVectorProperty(name="Gravity (m/s²)", size=3, default=(0.0, 0.0, -9.81),
+                                 subtype="ACCELERATION", unit="ACCELERATION")
+    contact_gap: FloatProperty(name="Contact Gap", default=1.0e-3, min=1e-6, soft_max=0.05, subtype="DISTANCE",
+                               unit="LENGTH", precision=4,
+                               description="Distance (m) at which contact forces start: surfaces stay at least this close apart")
+    friction: FloatProperty(name="Friction", default=0.3, min=0.0, soft_max=2.0,
+                            description="Default Coulomb friction for contacts")
+    newton_tol: FloatProperty(name="Newton Tolerance (m/s)", default=1.0e-2, min=1e-8, soft_max=1.0, precision=5,
+                              description="A step stops when its largest velocity change is below this, m/s")
+    max_newton_iterations: IntProperty(name="Max Newton Iterations", default=100, min=1, soft_max=1000)
+    output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="PC2")
+    backend: EnumProperty(name="Solver", items=BACKEND_ITEMS, default="AUTO")
+    server_address: StringProperty(name="Server",
+                                   description="tcp://host:port of a running server; empty: the add-on preferences decide")
+    cache_folder: StringProperty(name="Cache Folder", default="//clearance_cache/", subtype="DIR_PATH",
+                                 description="Where .pc2 files and the server's frame cache go (// = beside the .blend)")
+    # Runtime status, written by the bake and shown by the panel.
+    is_baking: BoolProperty(name="Baking", default=False, options={"SKIP_SAVE"})
+    progress: FloatProperty(name="Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR", options={"SKIP_SAVE"})
+    status: StringProperty(name="Status", default="")
+    last_error: StringProperty(name="Last Error", default="")
+    job_id: StringProperty(name="Job", default="")
+    frames_baked: IntProperty(name="Frames Baked", default=0,
+                              description="Frames in the cache, start frame included")
+
+    @classmethod
+    def register(cls) -> None:
+        bpy.types.Scene.clearance = PointerProperty(type=cls, name="Clearance")
+
+    @classmethod
+    def unregister(cls) -> None:
+        del bpy.types.Scene.clearance
+
+
+_classes = (ClearanceObjectSettings, ClearanceSceneSettings)
+
+
+def register() -> None:
+    for c in _classes:
+        bpy.utils.register_class(c)
+
+
+def unregister() -> None:
+    for c in reversed(_classes):
+        bpy.utils.unregister_class(c)

@@ -1,0 +1,176 @@
+"""Panels in Properties > Physics, laid out like Blender's own Cloth panel: the object's role
+on top, then its material (only the fields the role uses), and a scene-level Bake panel with
+the bake buttons, progress, the last error and the local server's status."""
+from __future__ import annotations
+
+import bpy
+
+from . import server_process
+
+MATERIAL_FIELDS = {
+    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "friction", "damping"),
+    "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping"),
+    "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
+    "STIFF": ("density", "youngs_modulus", "friction"),
+    "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),
+    "COLLIDER": ("friction", "thickness"),
+}
+MPM_EXTRA = {"sand": ("friction_angle",), "water": ("viscosity",), "mud": ("viscosity", "yield_stress")}
+PINNED_ROLES = {"SOLID", "CLOTH", "ROD", "STIFF"}
+
+
+class ClearancePanelBase:
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "physics"
+
+
+class CLEARANCE_PT_object(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Clearance"
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        return context.object is not None and hasattr(context.object, "clearance")
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.prop(context.object.clearance, "role")
+
+
+class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Material"
+    bl_parent_id = "CLEARANCE_PT_object"
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        ob = context.object
+        return ob is not None and hasattr(ob, "clearance") and ob.clearance.role != "NONE"
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        c = context.object.clearance
+        col = layout.column()
+        for name in MATERIAL_FIELDS[c.role]:
+            col.prop(c, name)
+        if c.role == "GRANULAR":
+            for name in MPM_EXTRA.get(c.mpm_material, ()):
+                col.prop(c, name)
+        if c.role != "COLLIDER":
+            layout.prop(c, "initial_velocity")
+
+
+class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Pins"
+    bl_parent_id = "CLEARANCE_PT_object"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        ob = context.object
+        return ob is not None and hasattr(ob, "clearance") and ob.clearance.role in PINNED_ROLES
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        ob = context.object
+        layout.prop_search(ob.clearance, "pin_group", ob, "vertex_groups", text="Pin Group")
+        row = layout.row()
+        row.enabled = bool(ob.clearance.pin_group)
+        row.prop(ob.clearance, "pin_follows")
+
+
+class CLEARANCE_PT_bake(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Clearance Bake"
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        return context.scene is not None and hasattr(context.scene, "clearance")
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        s = context.scene.clearance
+        row = layout.row(align=True)
+        if s.is_baking:
+            row.operator("clearance.cancel", icon="CANCEL")
+        else:
+            row.operator("clearance.bake", icon="PHYSICS").resume = False
+            row.operator("clearance.bake", text="Resume", icon="PLAY").resume = True
+            row.operator("clearance.free_bake", icon="TRASH")
+        if s.is_baking or s.status:
+            layout.progress(factor=s.progress, text=s.status or "")
+        if s.last_error:
+            box = layout.box()
+            for i, line in enumerate(_wrap(s.last_error, 60)):
+                box.label(text=line, icon="ERROR" if i == 0 else "BLANK1")
+
+
+class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Settings"
+    bl_parent_id = "CLEARANCE_PT_bake"
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        s = context.scene.clearance
+        layout.prop(s, "use_scene_range")
+        col = layout.column(align=True)
+        col.enabled = not s.use_scene_range
+        col.prop(s, "frame_start")
+        col.prop(s, "frame_end")
+        layout.prop(s, "substeps")
+        layout.prop(s, "use_scene_gravity")
+        if not s.use_scene_gravity:
+            layout.prop(s, "gravity")
+        layout.prop(s, "contact_gap")
+        layout.prop(s, "friction")
+        layout.prop(s, "newton_tol")
+        layout.prop(s, "backend")
+        layout.prop(s, "output")
+        layout.prop(s, "cache_folder")
+
+
+class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Server"
+    bl_parent_id = "CLEARANCE_PT_bake"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.prop(context.scene.clearance, "server_address", text="Address Override")
+        server = server_process.local_server()
+        row = layout.row()
+        if server is not None:
+            row.label(text=f"Local server: {server.address}", icon="CHECKMARK")
+            row.operator("clearance.server_stop", text="", icon="X")
+        else:
+            row.label(text="Local server: not running", icon="RADIOBUT_OFF")
+            row.operator("clearance.server_start", text="", icon="PLAY")
+
+
+def _wrap(text: str, width: int) -> list:
+    """Split a message into label-sized lines at spaces."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
+
+
+_classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_bake,
+            CLEARANCE_PT_bake_settings, CLEARANCE_PT_server)
+
+
+def register() -> None:
+    for c in _classes:
+        bpy.utils.register_class(c)
+
+
+def unregister() -> None:
+    for c in reversed(_classes):
+        bpy.utils.unregister_class(c)

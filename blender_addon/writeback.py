@@ -1,0 +1,386 @@
+"""Results -> Blender: .pc2 point caches read by Mesh Cache modifiers, or shape keys.
+
+Where the cache sits in the modifier stack. The positions the solver returns are those of the
+*evaluated* mesh (every modifier applied), so the cache must replace what the modifiers did:
+the Mesh Cache modifier ("Clearance Cache") goes LAST in the stack, pinned there
+(``use_pin_to_last`` where Blender has it), in Overwrite mode. The modifiers above it keep
+running (so topology stays what was exported) but their positions are overwritten. In shape
+key mode the keys live on the original mesh, below every modifier, so the baked modifiers
+are switched off instead (and switched back on by Free Bake); that mode therefore needs
+modifiers that do not change the vertex count.
+
+Space. The cache stores object-local coordinates: the world positions of frame f times the
+inverse of the object's world matrix at frame f (sampled by the export). Playback multiplies
+by that same matrix again, so the object shows exactly the solver's world positions even if
+its transform is animated or parented.
+
+Frames. Sample 0 of each cache is the start frame (the initial positions), sample k is frame
+start + k; the Mesh Cache modifier's ``frame_start`` is set to the bake's start frame so that
+Blender frame f plays cached frame f. Shape-key mode keys one key per frame (value 1 on its
+frame, 0 on the neighbours, linear), which blends correctly on subframes.
+
+Granular bodies come back as particles: a vertex-only mesh object "<name>_particles" with a
+float "radius" point attribute, a Mesh Cache modifier, and a Geometry Nodes modifier (Mesh to
+Points) after it so it renders as spheres without the add-on.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Optional
+
+import bpy
+import numpy as np
+
+from protocol.pc2 import HEADER_SIZE, PC2Writer, read_pc2
+from protocol.scene import SceneError
+
+CACHE_MODIFIER = "Clearance Cache"
+PARTICLE_MODIFIER = "Clearance Particles"
+PARTICLE_GROUP = "Clearance Particles"
+KEY_PREFIX = "clearance_"
+_DISABLED = "clearance_disabled_modifiers"   # ID property: modifiers switched off by shape-key mode
+_MADE_BASIS = "clearance_made_basis"         # ID property: the Basis key was added by the bake
+_HIDDEN = "clearance_hidden_source"          # ID property on a granular source: (hide_render, display_type)
+
+
+def cache_dir(scene: bpy.types.Scene) -> str:
+    """Absolute cache folder of ``scene``; SceneError when it is relative to an unsaved .blend."""
+    folder = scene.clearance.cache_folder or "//clearance_cache/"
+    if folder.startswith("//") and not bpy.data.filepath:
+        raise SceneError("The cache folder is relative to the .blend file (//), but the file is not saved yet: "
+                         "save the .blend or choose an absolute Cache Folder.", "", "cache_folder")
+    return os.path.normpath(bpy.path.abspath(folder))
+
+
+def pc2_path(folder: str, name: str) -> str:
+    """The .pc2 file of the body ``name`` inside ``folder``."""
+    return os.path.join(folder, bpy.path.clean_name(name) + ".pc2")
+
+
+def blend_relative(path: str) -> str:
+    """``//``-relative path when the .blend is saved (the bake survives moving the project)."""
+    if bpy.data.filepath:
+        try:
+            return bpy.path.relpath(path)
+        except ValueError:  # another drive on Windows
+            return path
+    return path
+
+
+def to_local(world: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """World positions (n, 3) -> object-local float32 through the inverse of ``matrix`` (4, 4)."""
+    inv = np.linalg.inv(np.asarray(matrix, dtype=np.float64))
+    return (np.asarray(world, np.float64) @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Mesh Cache modifier
+
+
+def attach_mesh_cache(obj: bpy.types.Object, path: str, frame_start: int, last: bool = True) -> bpy.types.Modifier:
+    """Add (or update) the "Clearance Cache" Mesh Cache modifier reading ``path`` from ``frame_start``."""
+    mod = obj.modifiers.get(CACHE_MODIFIER)
+    if mod is None or mod.type != "MESH_CACHE":
+        mod = obj.modifiers.new(CACHE_MODIFIER, "MESH_CACHE")
+    mod.cache_format = "PC2"
+    mod.filepath = blend_relative(path)
+    mod.deform_mode = "OVERWRITE"
+    mod.time_mode = "FRAME"
+    mod.play_mode = "SCENE"
+    mod.frame_start = float(frame_start)
+    mod.frame_scale = 1.0
+    mod.interpolation = "LINEAR"
+    mod.forward_axis = "POS_Y"
+    mod.up_axis = "POS_Z"
+    mod.flip_axis = set()
+    if last:
+        move_to_end(obj, mod)
+        if hasattr(mod, "use_pin_to_last"):
+            mod.use_pin_to_last = True
+    return mod
+
+
+def move_to_end(obj: bpy.types.Object, mod: bpy.types.Modifier) -> None:
+    """Move ``mod`` to the bottom of the stack (no operator, works in background mode)."""
+    idx = list(obj.modifiers).index(mod)
+    last = len(obj.modifiers) - 1
+    if idx != last:
+        obj.modifiers.move(idx, last)
+
+
+# --------------------------------------------------------------------------------------------
+# Shape keys
+
+
+def _key_name(frame: int) -> str:
+    return f"{KEY_PREFIX}{frame:05d}"
+
+
+def _channelbag(key: bpy.types.Key):
+    """F-curve container of the shape-key datablock's action: the slot channelbag in Blender
+    4.4+ (slotted actions, Action.fcurves removed in 5.0), the action itself before."""
+    ad = key.animation_data or key.animation_data_create()
+    if ad.action is None:
+        ad.action = bpy.data.actions.new(f"{key.name}Action")
+    action = ad.action
+    try:
+        from bpy_extras.anim_utils import action_ensure_channelbag_for_slot
+    except ImportError:
+        return action  # Blender 4.2/4.3: fcurves live on the action
+    if ad.action_slot is None:
+        slot = action.slots.new(id_type="KEY", name=key.name)
+        ad.action_slot = slot
+    return action_ensure_channelbag_for_slot(action, ad.action_slot)
+
+
+def disable_baked_modifiers(obj: bpy.types.Object) -> None:
+    """Switch off the modifiers whose effect the shape keys now hold; remembered for Free Bake."""
+    names = [m.name for m in obj.modifiers if (m.show_viewport or m.show_render) and m.name != CACHE_MODIFIER]
+    if _DISABLED in obj:
+        names = sorted(set(names) | set(obj[_DISABLED]))
+    for n in names:
+        m = obj.modifiers.get(n)
+        if m is not None:
+            m.show_viewport = m.show_render = False
+    obj[_DISABLED] = names
+
+
+def write_shape_key(obj: bpy.types.Object, frame: int, local: np.ndarray) -> None:
+    """Store ``local`` (n, 3) as the shape key of ``frame``, keyed 0 / 1 / 0 around it."""
+    me = obj.data
+    n = len(me.vertices)
+    if local.shape != (n, 3):
+        raise SceneError(f"{obj.name}: the solver returned {local.shape[0]} positions but the mesh has {n} vertices; "
+                         f"shape-key output needs modifiers that keep the vertex count (use Point Cache output)",
+                         obj.name, "positions")
+    if me.shape_keys is None:
+        obj.shape_key_add(name="Basis", from_mix=False)
+        obj[_MADE_BASIS] = True
+    name = _key_name(frame)
+    kb = me.shape_keys.key_blocks.get(name) or obj.shape_key_add(name=name, from_mix=False)
+    kb.data.foreach_set("co", np.ascontiguousarray(local, np.float32).ravel())
+    kb.value = 0.0
+    bag = _channelbag(me.shape_keys)
+    path = f'key_blocks["{name}"].value'
+    fc = bag.fcurves.find(path)
+    if fc is not None:
+        bag.fcurves.remove(fc)
+    fc = bag.fcurves.new(path)
+    fc.keyframe_points.add(3)
+    fc.keyframe_points.foreach_set("co", np.array([frame - 1, 0.0, frame, 1.0, frame + 1, 0.0], np.float32))
+    fc.keyframe_points.foreach_set("interpolation", np.full(3, bpy.types.Keyframe.bl_rna.properties[
+        "interpolation"].enum_items["LINEAR"].value, np.int32))
+    fc.update()
+    me.update()
+
+
+def remove_shape_keys(obj: bpy.types.Object) -> None:
+    """Remove the bake's keys, their F-curves, and the Basis when the bake added it."""
+    key = obj.data.shape_keys if obj.type == "MESH" else None
+    if key is None:
+        return
+    names = [kb.name for kb in key.key_blocks if kb.name.startswith(KEY_PREFIX)]
+    if key.animation_data and key.animation_data.action:
+        bag = _channelbag(key)
+        for fc in [fc for fc in bag.fcurves if fc.data_path.startswith(f'key_blocks["{KEY_PREFIX}')]:
+            bag.fcurves.remove(fc)
+    for n in names:
+        obj.shape_key_remove(key.key_blocks[n])
+    if obj.get(_MADE_BASIS) and obj.data.shape_keys and len(obj.data.shape_keys.key_blocks) == 1:
+        obj.shape_key_remove(obj.data.shape_keys.key_blocks[0])
+    obj.pop(_MADE_BASIS, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Particles (granular bodies)
+
+
+def particle_node_group() -> bpy.types.NodeTree:
+    """Geometry Nodes: vertices -> points with the "radius" attribute as radius (renders as spheres)."""
+    ng = bpy.data.node_groups.get(PARTICLE_GROUP)
+    if ng is not None:
+        return ng
+    ng = bpy.data.node_groups.new(PARTICLE_GROUP, "GeometryNodeTree")
+    ng.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    ng.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    gin, gout = ng.nodes.new("NodeGroupInput"), ng.nodes.new("NodeGroupOutput")
+    to_points = ng.nodes.new("GeometryNodeMeshToPoints")
+    radius = ng.nodes.new("GeometryNodeInputNamedAttribute")
+    radius.data_type = "FLOAT"
+    radius.inputs["Name"].default_value = "radius"
+    ng.links.new(gin.outputs[0], to_points.inputs["Mesh"])
+    ng.links.new(radius.outputs["Attribute"], to_points.inputs["Radius"])
+    ng.links.new(to_points.outputs["Points"], gout.inputs[0])
+    gin.location, radius.location, to_points.location, gout.location = (-400, 0), (-400, -150), (-150, 0), (100, 0)
+    return ng
+
+
+def particle_object_name(name: str) -> str:
+    return f"{name}_particles"
+
+
+def ensure_particle_object(source: bpy.types.Object, positions: np.ndarray, radius: float) -> bpy.types.Object:
+    """The "<name>_particles" object (world = local) with ``positions`` as its rest vertices."""
+    name = particle_object_name(source.name)
+    ob = bpy.data.objects.get(name)
+    n = positions.shape[0]
+    if ob is not None and (ob.type != "MESH" or len(ob.data.vertices) != n):
+        remove_particle_object(source.name)
+        ob = None
+    if ob is None:
+        me = bpy.data.meshes.new(name)
+        me.vertices.add(n)
+        ob = bpy.data.objects.new(name, me)
+        for coll in source.users_collection:
+            coll.objects.link(ob)
+        attr = me.attributes.new("radius", "FLOAT", "POINT")
+        attr.data.foreach_set("value", np.full(n, radius, np.float32))
+        gn = ob.modifiers.new(PARTICLE_MODIFIER, "NODES")
+        gn.node_group = particle_node_group()
+    ob.data.vertices.foreach_set("co", np.ascontiguousarray(positions, np.float32).ravel())
+    ob.data.update()
+    if _HIDDEN not in source:  # the emitter mesh is replaced by its particles in renders
+        source[_HIDDEN] = [int(source.hide_render), source.display_type]
+        source.hide_render = True
+        source.display_type = "WIRE"
+    return ob
+
+
+def remove_particle_object(source_name: str) -> None:
+    ob = bpy.data.objects.get(particle_object_name(source_name))
+    if ob is not None:
+        me = ob.data
+        bpy.data.objects.remove(ob)
+        if me is not None and me.users == 0:
+            bpy.data.meshes.remove(me)
+
+
+# --------------------------------------------------------------------------------------------
+# One body's cache
+
+
+class BodyCache:
+    """Receives one body's frames (world space) and writes them to Blender as they arrive.
+
+    ``mode`` is "PC2" or "SHAPE_KEYS"; granular bodies always use PC2 on their particle object.
+    ``resume`` keeps the frames already in an existing cache file.
+    """
+
+    def __init__(self, obj: bpy.types.Object, role: str, matrices: np.ndarray, folder: str,
+                 frame_start: int, mode: str = "PC2", resume: bool = False, radius: float = 0.01):
+        self.obj = obj
+        self.name = obj.name
+        self.role = role
+        self.particles = role == "granular"
+        self.mode = "PC2" if self.particles else mode
+        m = np.asarray(matrices, np.float64).reshape(-1, 4, 4)
+        self.matrices = np.eye(4)[None] if self.particles else m  # (F, 4, 4) world matrix per frame
+        self.frame_start = int(frame_start)
+        self.path = pc2_path(folder, self.name if not self.particles else particle_object_name(self.name))
+        self.radius = float(radius)
+        self.resume = resume
+        self.writer: Optional[PC2Writer] = None
+        self.frames_done = 0            # samples in the cache (start frame included)
+        self.target: Optional[bpy.types.Object] = None if self.particles else obj
+
+    def _open(self, n_points: int) -> None:
+        """Create the writer; on resume re-append the frames already on disk (same point count)."""
+        kept = None
+        if self.resume and os.path.isfile(self.path):
+            try:
+                frames, start, _ = read_pc2(self.path)
+                if frames.shape[1] == n_points and int(round(start)) == self.frame_start:
+                    kept = frames
+            except ValueError:
+                kept = None
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.writer = PC2Writer(self.path, n_points, start_frame=float(self.frame_start))
+        for f in (kept if kept is not None else ()):
+            self.writer.append(f)
+        self.frames_done = self.writer.n_samples
+
+    def _overwrite(self, index: int, local: np.ndarray) -> None:
+        """Replace sample ``index`` in place (a frame the server sends again, e.g. after resume)."""
+        n = self.writer.n_points
+        with open(self.path, "r+b") as f:
+            f.seek(HEADER_SIZE + index * n * 12)
+            f.write(np.ascontiguousarray(local, "<f4").tobytes())
+
+    def write_initial(self, frame_start: int, world: np.ndarray) -> None:
+        """Store the start frame unless a resumed cache already holds it."""
+        if self.mode == "PC2" and self.writer is None:
+            self._open(world.shape[0])
+        if self.frames_done == 0 or self.mode == "SHAPE_KEYS":
+            self.write(frame_start, world)
+
+    def write(self, frame: int, world: np.ndarray) -> None:
+        """Store the body's world positions (n, 3) of Blender frame ``frame``."""
+        index = frame - self.frame_start
+        if index < 0:
+            raise ValueError(f"{self.name}: frame {frame} is before the bake's start {self.frame_start}")
+        local = to_local(world, self.matrices[min(index, len(self.matrices) - 1)])
+        if self.mode == "SHAPE_KEYS":
+            if self.frames_done == 0:
+                disable_baked_modifiers(self.obj)
+            write_shape_key(self.obj, frame, local)
+            self.frames_done = max(self.frames_done, index + 1)
+            return
+        if self.writer is None:
+            if self.particles:
+                self.target = ensure_particle_object(self.obj, local, self.radius)
+            self._open(local.shape[0])
+        if local.shape[0] != self.writer.n_points:
+            raise SceneError(f"{self.name}: frame {frame} has {local.shape[0]} points, the cache {self.writer.n_points}",
+                             self.name, "positions")
+        if index < self.frames_done:
+            self._overwrite(index, local)
+        else:
+            while self.frames_done < index:  # particles first seen after the start: held still before
+                self.writer.append(local)
+                self.frames_done += 1
+            self.writer.append(local)
+            self.frames_done += 1
+        if self.target.modifiers.get(CACHE_MODIFIER) is None:
+            mod = attach_mesh_cache(self.target, self.path, self.frame_start, last=not self.particles)
+            if self.particles:  # deform the vertices before Mesh to Points turns them into points
+                self.target.modifiers.move(list(self.target.modifiers).index(mod), 0)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+# --------------------------------------------------------------------------------------------
+# Free bake
+
+
+def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
+    """Remove what a bake added to ``obj``: cache modifier, shape keys, particle object, files."""
+    mod = obj.modifiers.get(CACHE_MODIFIER)
+    if mod is not None:
+        obj.modifiers.remove(mod)
+    if obj.type == "MESH":
+        remove_shape_keys(obj)
+    for n in obj.get(_DISABLED, []):
+        m = obj.modifiers.get(n)
+        if m is not None:
+            m.show_viewport = m.show_render = True
+    obj.pop(_DISABLED, None)
+    remove_particle_object(obj.name)
+    if _HIDDEN in obj:
+        hide, display = obj[_HIDDEN]
+        obj.hide_render, obj.display_type = bool(hide), display
+        del obj[_HIDDEN]
+    if folder:
+        for p in (pc2_path(folder, obj.name), pc2_path(folder, particle_object_name(obj.name))):
+            if os.path.isfile(p):
+                os.remove(p)
+
+
+def free_server_cache(folder: str) -> None:
+    """Remove the server's frame/state cache (so the next bake starts from scratch)."""
+    path = os.path.join(folder, "server")
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
