@@ -1,0 +1,55 @@
+"""A real ``python -m solver_server serve`` subprocess on a free port, killed in teardown."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "protocol"))
+
+
+class ServerProcess:
+    def __init__(self, *args, env=None):
+        e = dict(os.environ)
+        e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+        e.update(env or {})
+        self.proc = subprocess.Popen([sys.executable, "-m", "solver_server", "serve", *args], cwd=ROOT, env=e,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.stop()
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.address = line.split()[-1]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        for s in (self.proc.stdout, self.proc.stderr):
+            if s:
+                s.close()
+
+
+@pytest.fixture
+def server_factory():
+    started = []
+
+    def start(*args, env=None):
+        s = ServerProcess("--bind", "tcp://127.0.0.1:0", *args, env=env)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def server(server_factory, tmp_path):
+    return server_factory(env={"CLEARANCE_STATE_DIR": str(tmp_path / "state")})
