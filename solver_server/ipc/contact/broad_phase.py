@@ -1,0 +1,239 @@
+"""Broad phase: candidate point-triangle and edge-edge pairs from a spatial hash (numba).
+
+Book: "3D Frictional Self-Contact", spatial hashing. Every primitive gets an axis-aligned box
+(inflated by its contact offset + dhat/2, metres); target primitives (faces, or edges) are
+hashed into a uniform grid, query primitives (vertices, or edges) visit the cells their box
+covers. A pair is reported only from the cell that holds the lower corner of the overlap of
+the two boxes, so every overlapping pair is found exactly once without a deduplication pass.
+Primitives whose box spans more than MAX_CELLS cells (large collider triangles) are kept in a
+separate list tested against every query, so huge ground planes do not blow up the table.
+For continuous collision detection the boxes enclose the start and end positions (swept boxes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from .mesh import CollisionMesh
+
+MAX_CELLS = 64
+
+
+@dataclass
+class Candidates:
+    """Candidate pairs: pt (k, 2) int32 rows (vertex, face); ee (m, 2) int32 rows (edge a, edge b), a < b."""
+    pt: np.ndarray
+    ee: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.pt.shape[0] + self.ee.shape[0])
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _boxes(x0, x1, elems, pad):
+    """Boxes (m, 3) lo/hi of elements (m, k) over positions x0 and x1, inflated by pad (m,)."""
+    m = elems.shape[0]
+    k = elems.shape[1]
+    lo = np.empty((m, 3))
+    hi = np.empty((m, 3))
+    for i in prange(m):
+        for a in range(3):
+            l = np.inf
+            h = -np.inf
+            for j in range(k):
+                v = elems[i, j]
+                l = min(l, x0[v, a], x1[v, a])
+                h = max(h, x0[v, a], x1[v, a])
+            lo[i, a] = l - pad[i]
+            hi[i, a] = h + pad[i]
+    return lo, hi
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _hash(ix, iy, iz, size):
+    h = (ix * 73856093) ^ (iy * 19349663) ^ (iz * 83492791)
+    return h % size if h >= 0 else (-h) % size
+
+
+@njit(cache=True, fastmath=False)
+def _cell_range(lo, hi, origin, inv_cell):
+    return (np.int64(np.floor((lo[0] - origin[0]) * inv_cell)), np.int64(np.floor((lo[1] - origin[1]) * inv_cell)),
+            np.int64(np.floor((lo[2] - origin[2]) * inv_cell)), np.int64(np.floor((hi[0] - origin[0]) * inv_cell)),
+            np.int64(np.floor((hi[1] - origin[1]) * inv_cell)), np.int64(np.floor((hi[2] - origin[2]) * inv_cell)))
+
+
+@njit(cache=True, fastmath=False)
+def _build_table(lo, hi, origin, inv_cell, size):
+    """Counting-sort of target items into hash buckets. Returns (start (size+1,), items, big items)."""
+    m = lo.shape[0]
+    counts = np.zeros(size + 1, dtype=np.int64)
+    is_big = np.zeros(m, dtype=np.bool_)
+    for i in range(m):
+        x0, y0, z0, x1, y1, z1 = _cell_range(lo[i], hi[i], origin, inv_cell)
+        ncell = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
+        if ncell > MAX_CELLS:
+            is_big[i] = True
+            continue
+        for ix in range(x0, x1 + 1):
+            for iy in range(y0, y1 + 1):
+                for iz in range(z0, z1 + 1):
+                    counts[_hash(ix, iy, iz, size) + 1] += 1
+    for b in range(size):
+        counts[b + 1] += counts[b]
+    items = np.empty(counts[size], dtype=np.int32)
+    fill = counts[:size].copy()
+    for i in range(m):
+        if is_big[i]:
+            continue
+        x0, y0, z0, x1, y1, z1 = _cell_range(lo[i], hi[i], origin, inv_cell)
+        for ix in range(x0, x1 + 1):
+            for iy in range(y0, y1 + 1):
+                for iz in range(z0, z1 + 1):
+                    h = _hash(ix, iy, iz, size)
+                    items[fill[h]] = i
+                    fill[h] += 1
+    big = np.nonzero(is_big)[0].astype(np.int32)
+    return counts, items, big
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _overlap(qlo, qhi, tlo, thi, q, t):
+    return (qlo[q, 0] <= thi[t, 0] and tlo[t, 0] <= qhi[q, 0] and qlo[q, 1] <= thi[t, 1] and tlo[t, 1] <= qhi[q, 1]
+            and qlo[q, 2] <= thi[t, 2] and tlo[t, 2] <= qhi[q, 2])
+
+
+@njit(cache=True, fastmath=False)
+def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+    """Topological and body filters. mode 0: (vertex q, face t); mode 1: (edge q, edge t), q < t."""
+    if mode == 0:
+        f0, f1, f2 = faces[t, 0], faces[t, 1], faces[t, 2]
+        if q == f0 or q == f1 or q == f2:
+            return False
+        bq = vbody[q]
+        bt = vbody[f0]
+    else:
+        if q >= t:
+            return False
+        a0, a1, b0, b1 = edges[q, 0], edges[q, 1], edges[t, 0], edges[t, 1]
+        if a0 == b0 or a0 == b1 or a1 == b0 or a1 == b1:
+            return False
+        bq = vbody[a0]
+        bt = vbody[b0]
+    if bq == bt and self_contact[bq] == 0:
+        return False
+    if static[bq] != 0 and static[bt] != 0:
+        return False
+    return True
+
+
+@njit(cache=True, fastmath=False)
+def _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
+               self_contact, static, out, pos):
+    """Visit the pairs of query q; write them at out[pos:] if out has rows. Returns the count."""
+    n = 0
+    x0, y0, z0, x1, y1, z1 = _cell_range(qlo[q], qhi[q], origin, inv_cell)
+    ncell = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
+    write = out.shape[0] > 0
+    if ncell > MAX_CELLS:
+        # huge query box: test every target directly
+        for t in range(tlo.shape[0]):
+            if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+                if write:
+                    out[pos + n, 0] = q
+                    out[pos + n, 1] = t
+                n += 1
+        return n
+    for ix in range(x0, x1 + 1):
+        for iy in range(y0, y1 + 1):
+            for iz in range(z0, z1 + 1):
+                h = _hash(ix, iy, iz, size)
+                for s in range(start[h], start[h + 1]):
+                    t = items[s]
+                    if not _overlap(qlo, qhi, tlo, thi, q, t):
+                        continue
+                    # report only from the cell holding the lower corner of the overlap box
+                    cx = np.int64(np.floor((max(qlo[q, 0], tlo[t, 0]) - origin[0]) * inv_cell))
+                    cy = np.int64(np.floor((max(qlo[q, 1], tlo[t, 1]) - origin[1]) * inv_cell))
+                    cz = np.int64(np.floor((max(qlo[q, 2], tlo[t, 2]) - origin[2]) * inv_cell))
+                    if cx != ix or cy != iy or cz != iz:
+                        continue
+                    if _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+                        if write:
+                            out[pos + n, 0] = q
+                            out[pos + n, 1] = t
+                        n += 1
+    for bi in range(big.shape[0]):
+        t = big[bi]
+        if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+            if write:
+                out[pos + n, 0] = q
+                out[pos + n, 1] = t
+            n += 1
+    return n
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static):
+    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32."""
+    nq = qlo.shape[0]
+    nt = tlo.shape[0]
+    if nq == 0 or nt == 0:
+        return np.zeros((0, 2), dtype=np.int32)
+    origin = np.empty(3)
+    ext = 0.0
+    for a in range(3):
+        origin[a] = min(qlo[:, a].min(), tlo[:, a].min())
+    for i in range(nt):
+        ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
+    qext = 0.0
+    for i in range(nq):
+        qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
+    cell = max(ext / nt, qext / nq)
+    if not cell > 0.0:
+        cell = 1.0
+    inv_cell = 1.0 / cell
+    size = max(1024, 2 * nt)
+    start, items, big = _build_table(tlo, thi, origin, inv_cell, size)
+    counts = np.zeros(nq + 1, dtype=np.int64)
+    empty = np.zeros((0, 2), dtype=np.int32)
+    for q in prange(nq):
+        counts[q + 1] = _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
+                                   edges, vbody, self_contact, static, empty, 0)
+    for q in range(nq):
+        counts[q + 1] += counts[q]
+    out = np.empty((counts[nq], 2), dtype=np.int32)
+    for q in prange(nq):
+        _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
+                   self_contact, static, out[counts[q]:counts[q + 1]], 0)
+    return out
+
+
+def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:
+    x0 = np.ascontiguousarray(x0, dtype=np.float64).reshape(-1, 3)
+    x1 = np.ascontiguousarray(x1, dtype=np.float64).reshape(-1, 3)
+    half = 0.5 * float(dhat)
+    verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
+    vlo, vhi = _boxes(x0, x1, verts, mesh.vertex_offset + half)
+    flo, fhi = _boxes(x0, x1, mesh.faces, mesh.face_offset + half)
+    elo, ehi = _boxes(x0, x1, mesh.edges, mesh.edge_offset + half)
+    pt = _box_pairs(vlo, vhi, flo, fhi, 0, mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact,
+                    mesh.body_static)
+    ee = _box_pairs(elo, ehi, elo, ehi, 1, mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact,
+                    mesh.body_static)
+    return Candidates(pt, ee)
+
+
+def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:
+    """Point-triangle and edge-edge pairs whose boxes, inflated by dhat/2 + offsets (m), overlap.
+
+    Superset of every pair whose contact distance is below dhat.
+    """
+    return _candidates(x, x, mesh, dhat)
+
+
+def find_candidates_ccd(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float = 0.0) -> Candidates:
+    """Pairs whose swept boxes (enclosing positions x0 and x1, inflated by dhat/2 + offsets) overlap:
+    a superset of every pair that can come into contact along the straight motion x0 -> x1."""
+    return _candidates(x0, x1, mesh, dhat)

@@ -1,0 +1,96 @@
+"""CollisionMesh: the collision surface of a whole scene (all bodies stacked by the caller).
+
+Holds connectivity (faces, edges), per-vertex contact offsets (metres: cloth/rod thickness/2,
+0 for solids), per-vertex body ids and per-body contact flags (Coulomb mu, self contact,
+static collider). Derived per-primitive data (offsets of edges/faces = max over their vertices,
+rest squared edge lengths for the edge-edge mollifier) are computed once here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+def edges_from_faces(faces: np.ndarray) -> np.ndarray:
+    """Unique undirected edges (E, 2) int32 (sorted vertex pairs) of a triangle list."""
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    if faces.shape[0] == 0:
+        return np.zeros((0, 2), dtype=np.int32)
+    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    e.sort(axis=1)
+    return np.unique(e, axis=0).astype(np.int32)
+
+
+@dataclass
+class CollisionMesh:
+    n_verts: int
+    faces: np.ndarray            # (F, 3) int32
+    edges: np.ndarray            # (E, 2) int32
+    vertex_offset: np.ndarray    # (n,) float64, m
+    vertex_body: np.ndarray      # (n,) int32
+    body_friction: np.ndarray    # (B,) float64
+    self_contact: np.ndarray     # (B,) uint8 (bool)
+    body_static: np.ndarray      # (B,) uint8 (bool)
+    edge_offset: np.ndarray      # (E,) float64, m: max offset of the edge's vertices
+    face_offset: np.ndarray      # (F,) float64, m: max offset of the face's vertices
+    edge_rest_len2: Optional[np.ndarray] = None  # (E,) m^2, for the edge-edge mollifier
+
+    @classmethod
+    def build(cls, n_verts: int, faces: np.ndarray, edges: Optional[np.ndarray] = None,
+              vertex_offset: Optional[np.ndarray] = None, vertex_body: Optional[np.ndarray] = None,
+              body_friction: Optional[np.ndarray] = None, self_contact: Optional[np.ndarray] = None,
+              body_static: Optional[np.ndarray] = None,
+              rest_positions: Optional[np.ndarray] = None) -> "CollisionMesh":
+        """Build the collision mesh. Missing per-vertex/per-body arrays default to a single
+        self-colliding, non-static body with zero offsets and mu = 0.
+
+        rest_positions (n, 3), optional extra: rest shape used for the mollifier threshold
+        eps_x = 1e-3 |ea|^2 |eb|^2. If omitted, the first positions any contact function sees
+        are taken as the rest shape (set_rest_positions).
+        """
+        n = int(n_verts)
+        faces = np.ascontiguousarray(np.asarray(faces, dtype=np.int32).reshape(-1, 3))
+        if edges is None:
+            edges = edges_from_faces(faces)
+        edges = np.ascontiguousarray(np.asarray(edges, dtype=np.int32).reshape(-1, 2))
+        off = np.zeros(n) if vertex_offset is None else np.asarray(vertex_offset, dtype=np.float64)
+        off = np.ascontiguousarray(np.broadcast_to(off, (n,)).copy())
+        vb = np.zeros(n, dtype=np.int32) if vertex_body is None else np.asarray(vertex_body, dtype=np.int32)
+        vb = np.ascontiguousarray(vb)
+        n_bodies = int(vb.max()) + 1 if n > 0 else 1
+        mu = np.zeros(n_bodies) if body_friction is None else np.asarray(body_friction, dtype=np.float64)
+        sc = np.ones(n_bodies, dtype=np.uint8) if self_contact is None else np.asarray(self_contact).astype(np.uint8)
+        st = np.zeros(n_bodies, dtype=np.uint8) if body_static is None else np.asarray(body_static).astype(np.uint8)
+        for name, arr in (("body_friction", mu), ("self_contact", sc), ("body_static", st)):
+            if arr.shape[0] < n_bodies:
+                raise ValueError(f"{name} has {arr.shape[0]} entries but vertex_body uses {n_bodies} bodies")
+        if faces.size and (faces.min() < 0 or faces.max() >= n):
+            raise ValueError("faces index outside [0, n_verts)")
+        if edges.size and (edges.min() < 0 or edges.max() >= n):
+            raise ValueError("edges index outside [0, n_verts)")
+        if np.any(off < 0):
+            raise ValueError("vertex_offset must be >= 0")
+        eo = off[edges].max(axis=1) if edges.shape[0] else np.zeros(0)
+        fo = off[faces].max(axis=1) if faces.shape[0] else np.zeros(0)
+        mesh = cls(n, faces, edges, off, vb, np.ascontiguousarray(mu), np.ascontiguousarray(sc),
+                   np.ascontiguousarray(st), np.ascontiguousarray(eo), np.ascontiguousarray(fo))
+        if rest_positions is not None:
+            mesh.set_rest_positions(rest_positions)
+        return mesh
+
+    @property
+    def n_bodies(self) -> int:
+        return int(self.body_friction.shape[0])
+
+    def set_rest_positions(self, x: np.ndarray) -> None:
+        """Fix the rest squared edge lengths (m^2) used by the edge-edge mollifier."""
+        x = np.asarray(x, dtype=np.float64).reshape(-1, 3)
+        d = x[self.edges[:, 1]] - x[self.edges[:, 0]]
+        self.edge_rest_len2 = np.ascontiguousarray(np.einsum("ij,ij->i", d, d))
+
+    def ensure_rest(self, x: np.ndarray) -> np.ndarray:
+        if self.edge_rest_len2 is None:
+            self.set_rest_positions(x)
+        return self.edge_rest_len2
