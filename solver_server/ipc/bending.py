@@ -1,0 +1,163 @@
+"""Bending energies for cloth (hinges on interior edges) and rods (consecutive edges).
+
+Both measure the change of a unit direction across the stencil with the smooth quantity
+d = n_A - n_B (cloth: the two triangles' unit normals; |d| = 2 sin(theta/2) for dihedral angle theta)
+or d = t_2 - t_1 (rods: the two edges' unit tangents), and use
+    E = (k w / 2) (|d| - d_0)^2     (E = (k w / 2) |d|^2 when the rest shape is flat/straight, d_0 = 0)
+which equals (k w / 2) theta^2 to leading order. Weights: cloth hinge w = 3 |e|^2 / (A_A + A_B)
+(discrete shells), rod w = 1 / l_bar (l_bar = mean rest length of the two edges); k is
+Material.bending_stiffness (N m for cloth, N m^2 for rods).
+The Hessian is the Gauss-Newton matrix k w J^T J (or k w J^T d^ d^T J), PSD by construction and exact
+at a flat/straight rest state; the second-derivative term of the unit directions is omitted.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, fastmath=False)
+def _skew(a):
+    S = np.zeros((3, 3))
+    S[0, 1] = -a[2]
+    S[0, 2] = a[1]
+    S[1, 0] = a[2]
+    S[1, 2] = -a[0]
+    S[2, 0] = -a[1]
+    S[2, 1] = a[0]
+    return S
+
+
+@njit(cache=True, fastmath=False)
+def _unit_jac(n):
+    ln = np.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    u = n / ln
+    return u, (np.eye(3) - np.outer(u, u)) / ln
+
+
+@njit(cache=True, fastmath=False)
+def hinge_d(x, h):
+    """d = n_A - n_B (3,) and its Jacobian (3, 12) w.r.t. the hinge's vertices (v0, v1, v2, v3):
+    edge v0-v1, v2 opposite in triangle A, v3 opposite in triangle B."""
+    x0, x1, x2, x3 = x[h[0]], x[h[1]], x[h[2]], x[h[3]]
+    a = x1 - x0
+    b = x2 - x0
+    c = x3 - x0
+    nA = np.cross(a, b)
+    nB = np.cross(c, a)
+    uA, JA = _unit_jac(nA)
+    uB, JB = _unit_jac(nB)
+    J = np.zeros((3, 12))
+    dA1 = -_skew(b)
+    dA2 = _skew(a)
+    dB3 = -_skew(a)
+    dB1 = _skew(c)
+    blocks_A = (-(dA1 + dA2), dA1, dA2, np.zeros((3, 3)))
+    blocks_B = (-(dB1 + dB3), dB1, np.zeros((3, 3)), dB3)
+    for v in range(4):
+        blk = JA @ blocks_A[v] - JB @ blocks_B[v]
+        J[:, 3 * v:3 * v + 3] = blk
+    return uA - uB, J
+
+
+@njit(cache=True, fastmath=False)
+def rod_d(x, s):
+    """d = t_2 - t_1 (3,) and its Jacobian (3, 9) for the rod stencil (v0, v1, v2)."""
+    e1 = x[s[1]] - x[s[0]]
+    e2 = x[s[2]] - x[s[1]]
+    t1, J1 = _unit_jac(e1)
+    t2, J2 = _unit_jac(e2)
+    J = np.zeros((3, 9))
+    J[:, 0:3] = J1
+    J[:, 3:6] = -J1 - J2
+    J[:, 6:9] = J2
+    return t2 - t1, J
+
+
+@njit(cache=True, fastmath=False)
+def _stencil(kind, x, s):
+    if kind == 0:
+        return hinge_d(x, s)
+    return rod_d(x, s)
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def bending_energy(kind, x, stencils, kw, d0):
+    """Total bending energy (J). kind 0: cloth hinges (S, 4); kind 1: rod stencils (S, 3).
+    kw = k * w per stencil, d0 = rest |d|."""
+    out = np.empty(stencils.shape[0])
+    for i in prange(stencils.shape[0]):
+        d, J = _stencil(kind, x, stencils[i])
+        nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        out[i] = 0.5 * kw[i] * (nd - d0[i]) ** 2
+    return out.sum()
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def bending_gradient_elems(kind, x, stencils, kw, d0):
+    """Per-stencil gradients (S, 3k)."""
+    m = 3 * stencils.shape[1]
+    out = np.zeros((stencils.shape[0], m))
+    for i in prange(stencils.shape[0]):
+        d, J = _stencil(kind, x, stencils[i])
+        nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        if d0[i] > 1e-9:
+            if nd < 1e-14:
+                continue
+            r = kw[i] * (nd - d0[i]) / nd * d
+        else:
+            r = kw[i] * d
+        out[i] = J.T @ r
+    return out
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def bending_hessian_elems(kind, x, stencils, kw, d0):
+    """Per-stencil Gauss-Newton Hessians (S, 3k, 3k), PSD."""
+    m = 3 * stencils.shape[1]
+    out = np.zeros((stencils.shape[0], m, m))
+    for i in prange(stencils.shape[0]):
+        d, J = _stencil(kind, x, stencils[i])
+        if d0[i] > 1e-9:
+            nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+            if nd < 1e-14:
+                continue
+            g = J.T @ (d / nd)
+            out[i] = kw[i] * np.outer(g, g)
+        else:
+            out[i] = kw[i] * (J.T @ J)
+    return out
+
+
+def hinges(triangles: np.ndarray) -> np.ndarray:
+    """Interior-edge hinges (h, 4) int32: (v0, v1, opposite in tri A, opposite in tri B) for every edge
+    shared by exactly two triangles."""
+    t = triangles
+    e = np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]])
+    opp = np.concatenate([t[:, 2], t[:, 0], t[:, 1]])
+    key = np.sort(e, axis=1)
+    order = np.lexsort((key[:, 1], key[:, 0]))
+    ks = key[order]
+    same = (ks[1:] == ks[:-1]).all(axis=1)
+    i = np.nonzero(same)[0]
+    # exclude edges used more than twice
+    if len(i):
+        triple = np.zeros(len(ks), bool)
+        triple[1:-1] = same[1:] & same[:-1]
+        ok = ~(triple[i] | triple[i + 1])
+        i = i[ok]
+    a, b = order[i], order[i + 1]
+    return np.stack([e[a, 0], e[a, 1], opp[a], opp[b]], axis=1).astype(np.int32)
+
+
+def rod_stencils(edges: np.ndarray, n_verts: int) -> np.ndarray:
+    """(s, 3) int32 triples (v0, v1, v2) for every vertex v1 with exactly two incident edges."""
+    deg = np.bincount(edges.ravel(), minlength=n_verts)
+    out = []
+    inc = [[] for _ in range(n_verts)]
+    for a, b in edges:
+        inc[a].append(b)
+        inc[b].append(a)
+    for v in np.nonzero(deg == 2)[0]:
+        out.append((inc[v][0], v, inc[v][1]))
+    return np.array(out, np.int32).reshape(-1, 3)

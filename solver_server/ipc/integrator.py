@@ -1,0 +1,236 @@
+"""Implicit Euler as energy minimisation (book: "Optimization time integrator"):
+
+  x^{n+1} = argmin_x  1/2 |x - x_tilde|_M^2 + h^2 (Psi_el(x) - sum_i m_i g.x_i + kappa B(x) + D_f(x))
+                      + kappa_M/2 sum_{i in pen} m_i |x_i - x_hat_i|^2,
+  x_tilde = x^n + h v^n, v^{n+1} = (x^{n+1} - x^n) / h.
+
+Prescribed vertices (collider vertices, pins) follow their targets x_hat(t^{n+1}): moved directly and
+eliminated from the solve when the straight move from x^n is collision free and inverts nothing
+(book: "DOF elimination"); otherwise pulled there by the penalty term whose stiffness kappa_M doubles
+until they arrive ("Moving boundary conditions"), then snapped and eliminated. Friction is lagged
+(normal forces and tangents frozen at x^n, FRICTION_UPDATES re-solves). Units: SI.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from .newton import projected_newton
+from .system import System
+
+PIN_TOL = 1e-7          # m: a penalised vertex this close to its target is snapped and eliminated
+KAPPA_M0 = 1.0e3        # initial penalty stiffness (dimensionless multiplier of the mass), book's DBC_stiff
+FRICTION_UPDATES = 1    # extra lagged-friction re-solves per step
+
+
+@dataclass
+class StepStats:
+    newton_iterations: int = 0
+    contacts: int = 0
+    min_distance: float = float("inf")
+    converged: bool = True
+    seconds: float = 0.0
+
+
+class IncrementalPotential:
+    """The objective of one implicit-Euler step (see module doc)."""
+
+    def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
+                 contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float):
+        self.s = sys
+        self.h = h
+        self.x_n = x_n
+        self.x_tilde = x_n + h * v_n
+        self.g = gravity
+        self.contact = contact
+        self.m = sys.mass
+        self.dyn = sys.dynamic
+        self.pen_idx = pen_idx
+        self.pen_target = pen_target
+        self.kappa_m = kappa_m
+        mbar = float(sys.mass[sys.dynamic].mean()) if sys.dynamic.any() else 1.0
+        self.pen_w = np.where(sys.mass[pen_idx] > 0, sys.mass[pen_idx], mbar) if len(pen_idx) else np.zeros(0)
+        fixed_v = fixed.copy()
+        self.fixed = fixed_v
+        free_v = ~fixed_v
+        self.free_dofs = np.nonzero(np.repeat(free_v, 3))[0]
+        self.dof_map = -np.ones(3 * sys.n, np.int64)
+        self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
+        self.cands = None
+        M3 = np.repeat(np.where(sys.dynamic, sys.mass, 0.0), 3)
+        self.M3 = M3
+
+    # --- pieces --------------------------------------------------------------------------------
+    def _energy(self, x: np.ndarray, cands) -> float:
+        h2 = self.h * self.h
+        d = (x - self.x_tilde)[self.dyn]
+        m = self.m[self.dyn]
+        e = 0.5 * float((m[:, None] * d * d).sum()) - h2 * float((m[:, None] * x[self.dyn] * self.g).sum())
+        el = self.s.elastic.energy(x)
+        if not np.isfinite(el):
+            return np.inf
+        e += h2 * el
+        if len(self.pen_idx):
+            dp = x[self.pen_idx] - self.pen_target
+            e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
+        if self.contact is not None:
+            e += h2 * self.contact.energy(x, cands)
+            e += h2 * self.contact.friction_energy(x, self.h)
+        return e
+
+    def energy(self, x: np.ndarray) -> float:
+        cands = self.contact.candidates(x) if self.contact is not None else None
+        return self._energy(x, cands)
+
+    def prepare(self, x: np.ndarray) -> None:
+        self.cands = self.contact.candidates(x) if self.contact is not None else None
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        h2 = self.h * self.h
+        g = (self.M3 * (x - self.x_tilde).ravel())
+        g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        g += h2 * self.s.elastic.gradient(x)
+        if len(self.pen_idx):
+            gp = np.zeros((self.s.n, 3))
+            gp[self.pen_idx] = self.kappa_m * self.pen_w[:, None] * (x[self.pen_idx] - self.pen_target)
+            g += gp.ravel()
+        if self.contact is not None:
+            g += h2 * self.contact.gradient(x, self.cands)
+            gf = self.contact.friction_gradient(x, self.h)
+            if gf is not None:
+                g += h2 * gf
+        return g
+
+    def hessian(self, x: np.ndarray):
+        h2 = self.h * self.h
+        r, c, v = self.s.elastic.hessian(x)
+        rows, cols, vals = [r], [c], [h2 * v]
+        diag = self.M3.copy()
+        if len(self.pen_idx):
+            dp = np.zeros((self.s.n, 3))
+            dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
+            diag += dp.ravel()
+        if self.contact is not None:
+            rb, cb, vb = self.contact.hessian(x, self.cands)
+            rows.append(np.asarray(rb, np.int64)); cols.append(np.asarray(cb, np.int64)); vals.append(h2 * np.asarray(vb))
+            fh = self.contact.friction_hessian(x, self.h)
+            if fh is not None:
+                rows.append(np.asarray(fh[0], np.int64)); cols.append(np.asarray(fh[1], np.int64)); vals.append(h2 * np.asarray(fh[2]))
+        R = np.concatenate(rows)
+        C = np.concatenate(cols)
+        V = np.concatenate(vals)
+        fr = self.dof_map[R]
+        fc = self.dof_map[C]
+        keep = (fr >= 0) & (fc >= 0)
+        nf = self.free_dofs.size
+        fd = self.free_dofs
+        H = sp.coo_matrix((np.concatenate([V[keep], diag[fd]]),
+                           (np.concatenate([fr[keep], np.arange(nf)]), np.concatenate([fc[keep], np.arange(nf)]))),
+                          shape=(nf, nf)).tocsr()
+        return H
+
+    def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
+        a = 1.0
+        if self.contact is not None:
+            a = min(a, self.contact.max_step(x, p))
+        return a
+
+    def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
+        cands = self.contact.candidates_swept(x0, x1) if self.contact is not None else None
+        return lambda x: self._energy(x, cands)
+
+    def valid(self, x: np.ndarray) -> bool:
+        return self.s.elastic.min_tet_volume_ratio(x) > 0.0
+
+
+class TimeStepper:
+    """Advances the system's state (x, v) by substeps of length h."""
+
+    def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
+                 linear_solver: str = "direct"):
+        self.s = sys
+        self.h = float(h)
+        self.gravity = np.asarray(gravity, np.float64)
+        self.tol = float(newton_tol)
+        self.max_iter = int(max_iter)
+        self.contact = contact
+        self.linear_solver = linear_solver
+        self.x = sys.x0.copy()
+        self.v = sys.v0.copy()
+        self.static_fixed = np.zeros(sys.n, bool)
+
+    def _try_direct(self, x: np.ndarray, idx: np.ndarray, target: np.ndarray) -> bool:
+        """Move the prescribed vertices idx straight to target if that path is collision and inversion
+        free; modifies x in place and returns True on success."""
+        if not len(idx):
+            return True
+        p = np.zeros_like(x)
+        p[idx] = target - x[idx]
+        if not np.any(p):
+            return True
+        if self.contact is not None and self.contact.max_step(x, p) < 1.0:
+            return False
+        xn = x + p
+        if self.s.elastic.min_tet_volume_ratio(xn) <= 0.0:
+            return False
+        x[idx] = target
+        return True
+
+    def step(self, frame_end: float) -> StepStats:
+        """One implicit-Euler step ending at (fractional) frame ``frame_end``."""
+        t0 = time.perf_counter()
+        s = self.s
+        st = StepStats()
+        x_n = self.x.copy()
+        x = self.x.copy()
+        fixed = np.zeros(s.n, bool)
+        pen_idx = np.zeros(0, np.int64)
+        pen_t = np.zeros((0, 3))
+        if len(s.bc_index):
+            target = s.bc_target(frame_end)
+            if self._try_direct(x, s.bc_index, target):
+                fixed[s.bc_index] = True
+            else:
+                pen_idx, pen_t = s.bc_index, target
+        if self.contact is not None:
+            cands = self.contact.candidates(x_n)
+            self.contact.friction_setup(x_n, cands)
+        kappa_m = KAPPA_M0
+        updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
+        for _round in range(60):
+            ip = IncrementalPotential(s, x_n, self.v, self.h, self.gravity, self.contact, fixed, pen_idx, pen_t,
+                                      kappa_m)
+            res = projected_newton(ip, x, self.h, self.tol, self.max_iter, self.linear_solver)
+            x = res.x
+            st.newton_iterations += res.iterations
+            st.converged = st.converged and res.converged
+            if len(pen_idx):
+                err = np.linalg.norm(x[pen_idx] - pen_t, axis=1)
+                close = err < PIN_TOL
+                # snap the ones that are close (and those whose remaining path is clear)
+                if self._try_direct(x, pen_idx, pen_t):
+                    fixed[pen_idx] = True
+                    pen_idx, pen_t = np.zeros(0, np.int64), np.zeros((0, 3))
+                    continue
+                if close.all():
+                    break
+                kappa_m *= 2.0
+                continue
+            if updates > 0 and self.contact is not None:
+                updates -= 1
+                self.contact.friction_setup(x, self.contact.candidates(x))
+                self.contact.x_prev = x_n.copy()
+                continue
+            break
+        self.v = (x - x_n) / self.h
+        self.x = x
+        if self.contact is not None:
+            cands = self.contact.candidates(x)
+            st.contacts = self.contact.count_active(x, cands)
+            st.min_distance = self.contact.min_distance(x, cands)
+        st.seconds = time.perf_counter() - t0
+        return st

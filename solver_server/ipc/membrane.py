@@ -1,0 +1,116 @@
+"""Cloth membrane: StVK on the 3x2 deformation gradient of each triangle (book: "Thin shells / rods").
+
+F = D_s D_m^{-1}, D_s = [x1 - x0, x2 - x0] (3x2), D_m the 2x2 rest edge matrix in the triangle's own
+orthonormal frame. psi = mu |E|^2 + lambda/2 tr(E)^2 with E = (F^T F - I)/2; element energy
+A_e * thickness * psi (J). dP/dF (6x6) is PSD-projected per element (StVK loses convexity in
+compression). Positions m, moduli Pa, areas m^2, thickness m.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+def rest_shape(X: np.ndarray, tris: np.ndarray) -> tuple:
+    """Inverse 2x2 rest bases (m, 2, 2) and rest areas (m,) in m^2."""
+    e1 = X[tris[:, 1]] - X[tris[:, 0]]
+    e2 = X[tris[:, 2]] - X[tris[:, 0]]
+    l1 = np.linalg.norm(e1, axis=1)
+    t1 = e1 / l1[:, None]
+    c = np.einsum("ij,ij->i", e2, t1)
+    perp = e2 - c[:, None] * t1
+    s = np.linalg.norm(perp, axis=1)
+    Dm = np.zeros((len(tris), 2, 2))
+    Dm[:, 0, 0] = l1
+    Dm[:, 0, 1] = c
+    Dm[:, 1, 1] = s
+    return np.linalg.inv(Dm), 0.5 * l1 * s
+
+
+@njit(cache=True, fastmath=False)
+def _F(x, t, Dm_inv):
+    Ds = np.empty((3, 2))
+    for c in range(3):
+        Ds[c, 0] = x[t[1], c] - x[t[0], c]
+        Ds[c, 1] = x[t[2], c] - x[t[0], c]
+    return Ds @ Dm_inv
+
+
+@njit(cache=True, fastmath=False)
+def _stvk(F, mu, lam):
+    C = F.T @ F
+    E = 0.5 * (C - np.eye(2))
+    tr = E[0, 0] + E[1, 1]
+    S = 2.0 * mu * E + lam * tr * np.eye(2)
+    psi = mu * (E[0, 0] ** 2 + 2.0 * E[0, 1] ** 2 + E[1, 1] ** 2) + 0.5 * lam * tr * tr
+    return psi, F @ S, S
+
+
+@njit(cache=True, fastmath=False)
+def _dN(Dm_inv):
+    d = np.empty((3, 2))
+    for j in range(2):
+        d[0, j] = -(Dm_inv[0, j] + Dm_inv[1, j])
+        d[1, j] = Dm_inv[0, j]
+        d[2, j] = Dm_inv[1, j]
+    return d
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def membrane_energy(x, tris, Dm_inv, area, mu, lam, thick):
+    """Total membrane energy (J)."""
+    out = np.empty(tris.shape[0])
+    for e in prange(tris.shape[0]):
+        psi, P, S = _stvk(_F(x, tris[e], Dm_inv[e]), mu[e], lam[e])
+        out[e] = area[e] * thick[e] * psi
+    return out.sum()
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def membrane_gradient_elems(x, tris, Dm_inv, area, mu, lam, thick):
+    """Per-triangle gradients (m, 9)."""
+    out = np.empty((tris.shape[0], 9))
+    for e in prange(tris.shape[0]):
+        psi, P, S = _stvk(_F(x, tris[e], Dm_inv[e]), mu[e], lam[e])
+        dN = _dN(Dm_inv[e])
+        w = area[e] * thick[e]
+        for a in range(3):
+            for c in range(3):
+                out[e, 3 * a + c] = w * (P[c, 0] * dN[a, 0] + P[c, 1] * dN[a, 1])
+    return out
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def membrane_hessian_elems(x, tris, Dm_inv, area, mu, lam, thick, project):
+    """Per-triangle Hessians (m, 9, 9); dP/dF is PSD-projected when ``project``."""
+    out = np.empty((tris.shape[0], 9, 9))
+    for e in prange(tris.shape[0]):
+        F = _F(x, tris[e], Dm_inv[e])
+        psi, P, S = _stvk(F, mu[e], lam[e])
+        K = np.empty((6, 6))
+        for col in range(6):
+            dF = np.zeros((3, 2))
+            dF[col // 2, col % 2] = 1.0
+            dE = 0.5 * (dF.T @ F + F.T @ dF)
+            dS = 2.0 * mu[e] * dE + lam[e] * (dE[0, 0] + dE[1, 1]) * np.eye(2)
+            dP = dF @ S + F @ dS
+            for r in range(6):
+                K[r, col] = dP[r // 2, r % 2]
+        if project:
+            w, Q = np.linalg.eigh(0.5 * (K + K.T))
+            for i in range(6):
+                if w[i] < 0.0:
+                    w[i] = 0.0
+            K = (Q * w) @ Q.T
+        dN = _dN(Dm_inv[e])
+        wgt = area[e] * thick[e]
+        for a in range(3):
+            for c in range(3):
+                for b in range(3):
+                    for d in range(3):
+                        acc = 0.0
+                        for j in range(2):
+                            for l in range(2):
+                                acc += K[2 * c + j, 2 * d + l] * dN[a, j] * dN[b, l]
+                        out[e, 3 * a + c, 3 * b + d] = wgt * acc
+    return out
