@@ -1,0 +1,122 @@
+"""One MPM simulation: particle state, grid, colliders and the substep loop (transfer.py kernels).
+
+``MPMSolver`` is independent of the protocol: it takes particle arrays and a GridSpec, so tests and
+benchmarks drive it directly; the backend (backends/mpm_backend.py) builds it from a Scene.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import numba
+
+from .boundary import KINDS, SEPARATE
+from .grid import Binning, GridSpec
+from .materials import NPARAM
+from .sdf import ColliderField
+from . import transfer
+
+
+class MPMSolver:
+    """Particles x (n, 3) m, v (n, 3) m/s, mass (n,) kg, vol0 (n,) m^3, mat (n,) int32 indices into
+    params (k, NPARAM) (materials.pack), plastic (n,) initial plastic state."""
+
+    def __init__(self, spec: GridSpec, x: np.ndarray, v: np.ndarray, mass: np.ndarray, vol0: np.ndarray,
+                 mat: np.ndarray, params: np.ndarray, plastic: np.ndarray,
+                 gravity=(0.0, 0.0, -9.81), wall_friction: float = 0.3, wall_boundary: str = "separate",
+                 collider_boundary: str = "separate"):
+        n = x.shape[0]
+        self.spec = spec
+        self.x = np.ascontiguousarray(x, np.float64).copy()
+        self.v = np.ascontiguousarray(v, np.float64).copy()
+        self.C = np.zeros((n, 3, 3))
+        self.F = np.zeros((n, 3, 3))
+        self.F[:, 0, 0] = self.F[:, 1, 1] = self.F[:, 2, 2] = 1.0
+        self.tau = np.zeros((n, 3, 3))
+        self.mass = np.ascontiguousarray(mass, np.float64)
+        self.vol0 = np.ascontiguousarray(vol0, np.float64)
+        self.mat = np.ascontiguousarray(mat, np.int32)
+        self.params = np.ascontiguousarray(params, np.float64).reshape(-1, NPARAM)
+        self.plastic = np.ascontiguousarray(plastic, np.float64).copy()
+        self.gravity = np.array(gravity, np.float64)
+        self.wall_friction = float(wall_friction)
+        self.wall_kind = KINDS[wall_boundary]
+        self.collider_kind = KINDS[collider_boundary]
+        self.origin = np.array(spec.origin)
+        self.lo = np.array(spec.domain_min)
+        self.hi = np.array(spec.domain_max)
+        self.gm = np.zeros(spec.shape)
+        self.gv = np.zeros(spec.shape + (3,))
+        self.binning = Binning(spec, n)
+        self.colliders: Optional[ColliderField] = None
+        self._empty3 = np.zeros((1, 1, 1))
+        self._empty4 = np.zeros((1, 1, 1, 3))
+        self.nchunks = max(1, min(n, 8 * numba.get_num_threads()))
+        transfer.init_stress(self.F, self.C, self.tau, self.plastic, self.mat, self.params, self.nchunks)
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[0]
+
+    def enable_colliders(self) -> ColliderField:
+        if self.colliders is None:
+            self.colliders = ColliderField(self.spec)
+        return self.colliders
+
+    def _coll(self):
+        c = self.colliders
+        if c is None:
+            return False, self._empty3, self._empty4, self._empty4, self._empty3
+        return True, c.phi, c.normal, c.vel, c.fric
+
+    def p2g(self, dt: float) -> None:
+        """Bin particles, zero the active grid, scatter (grid holds momentum afterwards)."""
+        b = self.binning
+        b.update(self.x)
+        transfer.zero_active(b.active_list, b.nb, self.gm, self.gv)
+        transfer.p2g(self.x, self.v, self.C, self.tau, self.mass, self.vol0, b.order, b.start, b.colour_blocks,
+                     b.colour_start, self.origin, self.spec.dx, dt, self.gm, self.gv)
+
+    def grid_update(self, dt: float) -> None:
+        has, phi, nrm, vel, fric = self._coll()
+        b = self.binning
+        transfer.grid_update(b.active_list, b.nb, self.gm, self.gv, self.origin, self.spec.dx, dt, self.gravity,
+                             self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm, vel, fric,
+                             self.collider_kind)
+
+    def g2p(self, dt: float) -> None:
+        has, phi, nrm, vel, _ = self._coll()
+        transfer.g2p(self.x, self.v, self.C, self.F, self.tau, self.plastic, self.mat, self.params, self.origin,
+                     self.spec.dx, dt, self.gv, self.lo, self.hi, has, phi, nrm, vel, self.nchunks)
+
+    def step(self, dt: float) -> None:
+        """One substep of dt seconds."""
+        self.p2g(dt)
+        self.grid_update(dt)
+        self.g2p(dt)
+
+    def max_speed(self) -> float:
+        return transfer.max_speed(self.v)
+
+    def state(self) -> dict:
+        return {"x": self.x.copy(), "v": self.v.copy(), "C": self.C.copy(), "F": self.F.copy(),
+                "tau": self.tau.copy(), "plastic": self.plastic.copy()}
+
+    def load(self, state: dict) -> None:
+        for key in ("x", "v", "C", "F", "tau", "plastic"):
+            arr = np.asarray(state[key], np.float64)
+            dst = getattr(self, key)
+            if arr.shape != dst.shape:
+                raise ValueError(f"state {key!r} has shape {arr.shape}, expected {dst.shape}")
+            dst[...] = arr
+
+    def total_momentum(self) -> np.ndarray:
+        """Sum of m v (kg m/s) over particles, plus the APIC angular part is in angular_momentum."""
+        return (self.mass[:, None] * self.v).sum(axis=0)
+
+    def nbytes(self) -> int:
+        arrays = (self.x, self.v, self.C, self.F, self.tau, self.mass, self.vol0, self.mat, self.plastic, self.gm,
+                  self.gv)
+        extra = self.colliders.nbytes if self.colliders is not None else 0
+        return sum(a.nbytes for a in arrays) + self.binning.nbytes + extra
