@@ -59,6 +59,10 @@ BACKEND_ITEMS = [
 ]
 
 
+# Blender 4.5+ warns about "//" in path properties unless they declare blend-relative support.
+_BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+
+
 def _apply_mpm_preset(self, _context) -> None:
     for key, value in MPM_PRESETS.get(self.mpm_material, {}).items():
         setattr(self, key, value)
@@ -135,6 +139,7 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
     server_address: StringProperty(name="Server",
                                    description="tcp://host:port of a running server; empty: the add-on preferences decide")
     cache_folder: StringProperty(name="Cache Folder", default="//clearance_cache/", subtype="DIR_PATH",
+                                 options=_BLEND_RELATIVE,
                                  description="Where .pc2 files and the server's frame cache go (// = beside the .blend)")
     # Runtime status, written by the bake and shown by the panel.
     is_baking: BoolProperty(name="Baking", default=False, options={"SKIP_SAVE"})

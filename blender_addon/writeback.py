@@ -93,7 +93,7 @@ def attach_mesh_cache(obj: bpy.types.Object, path: str, frame_start: int, last: 
     mod.interpolation = "LINEAR"
     mod.forward_axis = "POS_Y"
     mod.up_axis = "POS_Z"
-    mod.flip_axis = set()
+    mod.flip_axis = (False, False, False)
     if last:
         move_to_end(obj, mod)
         if hasattr(mod, "use_pin_to_last"):
@@ -241,7 +241,7 @@ def ensure_particle_object(source: bpy.types.Object, positions: np.ndarray, radi
     ob.data.vertices.foreach_set("co", np.ascontiguousarray(positions, np.float32).ravel())
     ob.data.update()
     if _HIDDEN not in source:  # the emitter mesh is replaced by its particles in renders
-        source[_HIDDEN] = [int(source.hide_render), source.display_type]
+        source[_HIDDEN] = {"hide_render": int(source.hide_render), "display_type": source.display_type}
         source.hide_render = True
         source.display_type = "WIRE"
     return ob
@@ -370,8 +370,8 @@ def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
     obj.pop(_DISABLED, None)
     remove_particle_object(obj.name)
     if _HIDDEN in obj:
-        hide, display = obj[_HIDDEN]
-        obj.hide_render, obj.display_type = bool(hide), display
+        saved = obj[_HIDDEN]
+        obj.hide_render, obj.display_type = bool(saved["hide_render"]), saved["display_type"]
         del obj[_HIDDEN]
     if folder:
         for p in (pc2_path(folder, obj.name), pc2_path(folder, particle_object_name(obj.name))):
