@@ -207,8 +207,9 @@ class Server:
                 pipes = {}
                 for job in self.jobs.running():
                     if job.conn is not None:
-                        poller.register(job.conn, zmq.POLLIN)
-                        pipes[job.conn] = job
+                        fd = job.conn.fileno()
+                        poller.register(fd, zmq.POLLIN)
+                        pipes[fd] = (job.conn, job)
                 events = dict(poller.poll(100))
                 if self.sock in events:
                     for _ in range(1000):
@@ -217,8 +218,8 @@ class Server:
                         except zmq.Again:
                             break
                         self._handle(frames[0].bytes, frames[1:])
-                for conn, job in pipes.items():
-                    if conn in events and job.conn is conn:
+                for fd, (conn, job) in pipes.items():
+                    if fd in events and job.conn is conn:  # pyzmq reports plain fds by number
                         self.jobs.read(job)
                 self.jobs.tick()
                 self._heartbeat()

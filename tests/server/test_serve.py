@@ -75,3 +75,172 @@ def test_invalid_scene_is_refused_with_object_and_field(server, tmp_path):
             c.submit(make_scene(), "relative/dir")
         assert e.value.field == "cache_dir"
         assert c.ping() < 1.0
+
+
+def _wait_frames(client, job, count, timeout=10.0):
+    """Consume the job's events until ``count`` frames arrived; returns them."""
+    got = []
+    for ev in client.events(job, timeout=timeout):
+        if isinstance(ev, Frame):
+            got.append(ev)
+            if len(got) == count:
+                return got
+        assert not isinstance(ev, Done), ev
+    raise AssertionError("job ended early")
+
+
+def test_cancel_mid_frame_takes_effect_within_a_second(server, tmp_path):
+    scene = make_scene(n_frames=4, debug_frame_delay=5.0)
+    with Client(server.address, timeout=5.0) as c:
+        c.connect()
+        job = c.submit(scene, str(tmp_path / "c"))
+        _wait_frames(c, job, 1)          # frame_start written; now sleeping 5 s in frame 2
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        reply = c.cancel(job)
+        assert reply.state == "cancelling"
+        frames, _, errors, done = _collect(c, job, timeout=5.0)
+        elapsed = time.monotonic() - t0
+        assert done.state == "cancelled" and not errors
+        assert elapsed < 1.0, elapsed
+        assert c.status(job).state == "cancelled"
+        assert c.ping() < 1.0
+    fs = scene.settings.frame_start
+    root = tmp_path / "c"
+    assert (root / "frames" / f"frame_{fs:05d}.npz").exists()
+    assert not (root / "frames" / f"frame_{fs + 1:05d}.npz").exists()
+
+
+def _frames_on_disk(root, scene):
+    s = scene.settings
+    out = {}
+    for f in range(s.frame_start, s.frame_end + 1):
+        with np.load(os.path.join(root, "frames", f"frame_{f:05d}.npz")) as z:
+            out[f] = {k: z[k] for k in z.files}
+    return out
+
+
+def test_resume_continues_and_equals_an_uninterrupted_bake(server, tmp_path):
+    scene = make_scene(n_frames=7, debug_frame_delay=0.25)
+    s = scene.settings
+    with Client(server.address, timeout=5.0) as c:
+        c.connect()
+        job = c.submit(scene, str(tmp_path / "r"))
+        _wait_frames(c, job, 3)
+        c.cancel(job)
+        _, _, _, done = _collect(c, job)
+        assert done.state == "cancelled"
+        kept = sorted(os.listdir(tmp_path / "r" / "frames"))
+        assert 3 <= len(kept) < s.n_frames
+        # a different scene may not resume from this folder
+        with pytest.raises(RemoteError) as e:
+            c.submit(make_scene(n_frames=7, seed=5, debug_frame_delay=0.25), str(tmp_path / "r"), resume=True)
+        assert e.value.code == "resume_mismatch"
+        t0 = time.monotonic()
+        job2 = c.submit(scene, str(tmp_path / "r"), resume=True)
+        frames, progress, errors, done = _collect(c, job2)
+        elapsed = time.monotonic() - t0
+        assert done.state == "done" and not errors and done.frames_done == s.n_frames
+        assert sorted(frames) == list(range(s.frame_start, s.frame_end + 1))  # kept frames are re-sent first
+        assert any(p.state == "resuming" for p in progress)
+        # only the missing frames were solved again (0.25 s each)
+        assert elapsed < 0.25 * (s.n_frames - 1), elapsed
+        job3 = c.submit(scene, str(tmp_path / "u"))
+        assert _collect(c, job3)[3].state == "done"
+    resumed, straight = _frames_on_disk(tmp_path / "r", scene), _frames_on_disk(tmp_path / "u", scene)
+    for f in straight:
+        assert set(resumed[f]) == set(straight[f])
+        for k in straight[f]:
+            assert np.array_equal(resumed[f][k], straight[f][k])
+    for f, ev in frames.items():
+        for name, p in zip(ev.names, ev.positions):
+            assert np.array_equal(p, expected_positions(scene, f)[name])
+
+
+def test_backend_failure_reports_and_server_keeps_serving(server, tmp_path):
+    scene = make_scene(n_frames=6, debug_fail_after=2)
+    fs = scene.settings.frame_start
+    with Client(server.address, timeout=5.0) as c:
+        c.connect()
+        job = c.submit(scene, str(tmp_path / "f"))
+        frames, _, errors, done = _collect(c, job)
+        assert done.state == "failed" and done.frames_done == 3
+        assert sorted(frames) == [fs, fs + 1, fs + 2]
+        assert len(errors) == 1 and errors[0].field == "debug_fail_after" and "failing at frame" in errors[0].message
+        assert errors[0].job_id == job
+        for f in (fs, fs + 1, fs + 2):
+            assert (tmp_path / "f" / "frames" / f"frame_{f:05d}.npz").exists()
+        assert c.ping() < 1.0
+        job = c.submit(make_scene(n_frames=3), str(tmp_path / "ok"))
+        assert _collect(c, job)[3].state == "done"
+
+
+def _job_child_pid(server_pid):
+    kids = []
+    for task in os.listdir(f"/proc/{server_pid}/task"):
+        with open(f"/proc/{server_pid}/task/{task}/children") as f:
+            kids += [int(p) for p in f.read().split()]
+    for pid in kids:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"spawn_main" in f.read():
+                return pid
+    return None
+
+
+def test_a_crashing_job_process_does_not_take_the_server_down(server, tmp_path):
+    scene = make_scene(n_frames=4, debug_frame_delay=5.0)
+    with Client(server.address, timeout=5.0) as c:
+        c.connect()
+        job = c.submit(scene, str(tmp_path / "k"))
+        _wait_frames(c, job, 1)
+        pid = _job_child_pid(server.proc.pid)
+        assert pid is not None
+        os.kill(pid, 9)
+        _, _, errors, done = _collect(c, job, timeout=5.0)
+        assert done.state == "failed" and errors[0].code == "crash"
+        assert c.ping() < 1.0
+
+
+def test_two_clients_at_once(server_factory, tmp_path):
+    srv = server_factory("--workers", "2", env={"CLEARANCE_STATE_DIR": str(tmp_path / "state")})
+    a_scene = make_scene(n_frames=5, seed=1, debug_frame_delay=0.1)
+    b_scene = make_scene(n_frames=4, seed=2, debug_frame_delay=0.1)
+    with Client(srv.address, timeout=5.0, client_name="a") as a, Client(srv.address, timeout=5.0, client_name="b") as b:
+        a.connect()
+        b.connect()
+        ja = a.submit(a_scene, str(tmp_path / "a"))
+        jb = b.submit(b_scene, str(tmp_path / "b"))
+        assert ja != jb
+        time.sleep(0.3)
+        assert a.status(ja).state == "running" and b.status(jb).state == "running"  # both at once
+        for cl, job, sc in ((a, ja, a_scene), (b, jb, b_scene)):
+            frames, _, errors, done = _collect(cl, job)
+            assert done.state == "done" and not errors
+            assert sorted(frames) == list(range(sc.settings.frame_start, sc.settings.frame_end + 1))
+            for f, ev in frames.items():
+                assert np.array_equal(ev.positions[0], expected_positions(sc, f)["Cube.001"])
+            assert all(getattr(m, "job_id", job) == job for m in cl.poll(0.2))  # nothing of the other job
+
+
+def test_secret_server(server_factory, tmp_path):
+    srv = server_factory("--secret", "s3cret", env={"CLEARANCE_STATE_DIR": str(tmp_path / "state")})
+    with Client(srv.address, timeout=5.0, secret="wrong") as c:
+        with pytest.raises(RemoteError) as e:
+            c.connect()
+        assert e.value.code == "auth"
+        with pytest.raises(RemoteError) as e:   # nothing else is accepted from this connection
+            c.submit(make_scene(), str(tmp_path / "x"))
+        assert e.value.code == "auth"
+        with pytest.raises(RemoteError) as e:
+            c.connect_secret = None
+            c.secret = "s3cret"
+            c.connect()
+        assert e.value.code == "auth"
+    with Client(srv.address, timeout=5.0) as c:   # no secret
+        with pytest.raises(RemoteError) as e:
+            c.ping()
+        assert e.value.code == "auth"
+    with Client(srv.address, timeout=5.0, secret="s3cret") as c:
+        assert c.connect().server_name == "clearance-server"
+        job = c.submit(make_scene(n_frames=2), str(tmp_path / "ok"))
+        assert _collect(c, job)[3].state == "done"
