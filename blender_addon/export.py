@@ -23,6 +23,7 @@ import numpy as np
 from protocol.scene import Body, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem
+from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX
 
 PIN_ATTR = "clearance_pin_weight"
 _PIN_MODIFIER = "Clearance Pin Weights (temporary)"
@@ -141,6 +142,39 @@ class _PinProbes:
         self.added.clear()
 
 
+class _InputsOnly:
+    """Context manager showing the objects' inputs, not a previous bake: the Clearance Cache
+    modifier and the bake's shape keys are muted, modifiers switched off by shape-key output
+    are switched back on (so a re-bake or a resume exports exactly what the first bake did)."""
+
+    def __init__(self, objects: list):
+        self.objects = objects
+        self.undo = []
+
+    def __enter__(self) -> "_InputsOnly":
+        for o in self.objects:
+            mod = o.modifiers.get(CACHE_MODIFIER)
+            if mod is not None and mod.show_viewport:
+                mod.show_viewport = False
+                self.undo.append((mod, "show_viewport", True))
+            for name in o.get(DISABLED_PROP, []):
+                m = o.modifiers.get(name)
+                if m is not None and not m.show_viewport:
+                    m.show_viewport = True
+                    self.undo.append((m, "show_viewport", False))
+            keys = o.data.shape_keys if o.type == "MESH" else None
+            for kb in keys.key_blocks if keys else ():
+                if kb.name.startswith(KEY_PREFIX) and not kb.mute:
+                    kb.mute = True
+                    self.undo.append((kb, "mute", False))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, attr, value in reversed(self.undo):
+            setattr(owner, attr, value)
+        self.undo.clear()
+
+
 def material_of(obj: bpy.types.Object) -> Material:
     """protocol Material from the object's settings (SI units)."""
     c = obj.clearance
@@ -195,7 +229,7 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
     backend = settings_of(scene, list(roles.values())).backend
     result = ExportResult(scene=None)  # type: ignore[arg-type]
     try:
-        with _PinProbes(objs):
+        with _InputsOnly(objs), _PinProbes(objs):
             scene.frame_set(start)
             depsgraph = context.evaluated_depsgraph_get()
             rest = {o.name: read_mesh(o, depsgraph, with_pins=True) for o in objs}

@@ -44,11 +44,14 @@ def server_connection(context) -> tuple:
     return server_process.ensure_local_server(python).address, None
 
 
-def connect(context) -> Client:
-    """A connected client. Raises ServerUnreachable / VersionMismatch / RemoteError with clear messages."""
+def connect(context, protocol_version: Optional[tuple] = None) -> Client:
+    """A connected client. Raises ServerUnreachable / VersionMismatch / RemoteError with clear messages.
+    ``protocol_version`` overrides the version announced (tests of the mismatch message)."""
     address, secret = server_connection(context)
     prefs = preferences.get(context)
-    client = Client(address, secret=secret, timeout=prefs.timeout if prefs else 5.0, client_name="clearance-blender")
+    kw = {"protocol_version": protocol_version} if protocol_version else {}
+    client = Client(address, secret=secret, timeout=prefs.timeout if prefs else 5.0, client_name="clearance-blender",
+                    **kw)
     try:
         client.connect()
     except ServerUnreachable:

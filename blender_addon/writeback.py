@@ -39,7 +39,7 @@ CACHE_MODIFIER = "Clearance Cache"
 PARTICLE_MODIFIER = "Clearance Particles"
 PARTICLE_GROUP = "Clearance Particles"
 KEY_PREFIX = "clearance_"
-_DISABLED = "clearance_disabled_modifiers"   # ID property: modifiers switched off by shape-key mode
+DISABLED_PROP = _DISABLED = "clearance_disabled_modifiers"   # ID property: modifiers switched off by shape-key mode
 _MADE_BASIS = "clearance_made_basis"         # ID property: the Basis key was added by the bake
 _HIDDEN = "clearance_hidden_source"          # ID property on a granular source: (hide_render, display_type)
 
