@@ -17,6 +17,10 @@ from .materials import NPARAM
 from .sdf import ColliderField
 from . import transfer
 
+PARALLEL_MIN_PARTICLES = 20000
+"""Below this many particles the kernels run single-threaded: waking threads for every parallel
+region (about ten per substep) costs more than the work, especially on a busy machine."""
+
 
 class MPMSolver:
     """Particles x (n, 3) m, v (n, 3) m/s, mass (n,) kg, vol0 (n,) m^3, mat (n,) int32 indices into
@@ -52,8 +56,14 @@ class MPMSolver:
         self.colliders: Optional[ColliderField] = None
         self._empty3 = np.zeros((1, 1, 1))
         self._empty4 = np.zeros((1, 1, 1, 3))
-        self.nchunks = max(1, min(n, 8 * numba.get_num_threads()))
+        self.parallel = n >= PARALLEL_MIN_PARTICLES and numba.get_num_threads() > 1
+        self.nchunks = max(1, min(n, 8 * numba.get_num_threads())) if self.parallel else 1
         transfer.init_stress(self.F, self.C, self.tau, self.plastic, self.mat, self.params, self.nchunks)
+
+    def use_threads(self, parallel: bool) -> None:
+        """Force the multi-threaded (colour-blocked) or the single-threaded kernels."""
+        self.parallel = bool(parallel)
+        self.nchunks = max(1, min(self.n, 8 * numba.get_num_threads())) if parallel else 1
 
     @property
     def n(self) -> int:
@@ -74,6 +84,11 @@ class MPMSolver:
         """Bin particles, zero the active grid, scatter (grid holds momentum afterwards)."""
         b = self.binning
         b.update(self.x)
+        if not self.parallel:
+            transfer.zero_active_serial(b.active_list, b.nb, self.gm, self.gv)
+            transfer.p2g_serial(self.x, self.v, self.C, self.tau, self.mass, self.vol0, self.origin, self.spec.dx,
+                                dt, self.gm, self.gv)
+            return
         transfer.zero_active(b.active_list, b.nb, self.gm, self.gv)
         transfer.p2g(self.x, self.v, self.C, self.tau, self.mass, self.vol0, b.order, b.start, b.colour_blocks,
                      b.colour_start, self.origin, self.spec.dx, dt, self.gm, self.gv)
@@ -81,7 +96,8 @@ class MPMSolver:
     def grid_update(self, dt: float) -> None:
         has, phi, nrm, vel, fric = self._coll()
         b = self.binning
-        transfer.grid_update(b.active_list, b.nb, self.gm, self.gv, self.origin, self.spec.dx, dt, self.gravity,
+        update = transfer.grid_update if self.parallel else transfer.grid_update_serial
+        update(b.active_list, b.nb, self.gm, self.gv, self.origin, self.spec.dx, dt, self.gravity,
                              self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm, vel, fric,
                              self.collider_kind)
 

@@ -22,22 +22,33 @@ from .kernels import weights_1d
 from .materials import constitutive
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _zero_block(b, nb, gm, gv):
+    nx, ny, nz = gm.shape
+    az = b % nb[2]
+    ay = (b // nb[2]) % nb[1]
+    ax = b // (nb[2] * nb[1])
+    for i in range(ax * BLOCK, min(ax * BLOCK + BLOCK, nx)):
+        for j in range(ay * BLOCK, min(ay * BLOCK + BLOCK, ny)):
+            for k in range(az * BLOCK, min(az * BLOCK + BLOCK, nz)):
+                gm[i, j, k] = 0.0
+                gv[i, j, k, 0] = 0.0
+                gv[i, j, k, 1] = 0.0
+                gv[i, j, k, 2] = 0.0
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def zero_active(active_list, nb, gm, gv):
     """Zero mass and momentum on the active node blocks."""
-    nx, ny, nz = gm.shape
     for t in prange(active_list.shape[0]):
-        b = active_list[t]
-        az = b % nb[2]
-        ay = (b // nb[2]) % nb[1]
-        ax = b // (nb[2] * nb[1])
-        for i in range(ax * BLOCK, min(ax * BLOCK + BLOCK, nx)):
-            for j in range(ay * BLOCK, min(ay * BLOCK + BLOCK, ny)):
-                for k in range(az * BLOCK, min(az * BLOCK + BLOCK, nz)):
-                    gm[i, j, k] = 0.0
-                    gv[i, j, k, 0] = 0.0
-                    gv[i, j, k, 1] = 0.0
-                    gv[i, j, k, 2] = 0.0
+        _zero_block(active_list[t], nb, gm, gv)
+
+
+@njit(cache=True, fastmath=False)
+def zero_active_serial(active_list, nb, gm, gv):
+    """Single-threaded zero_active."""
+    for t in range(active_list.shape[0]):
+        _zero_block(active_list[t], nb, gm, gv)
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -94,35 +105,168 @@ def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, ori
                 _scatter(order[idx], x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
 
 
+@njit(cache=True, fastmath=False)
+def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv):
+    """Single-threaded P2G (no binning needed): used for small particle counts, where the cost of
+    waking threads on a busy machine exceeds the work."""
+    inv_dx = 1.0 / dx
+    for p in range(x.shape[0]):
+        _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+                  has_colliders, phi, cnormal, cvel, cmu, coll_kind):
+    nx, ny, nz = gm.shape
+    az = b % nb[2]
+    ay = (b // nb[2]) % nb[1]
+    ax = b // (nb[2] * nb[1])
+    for i in range(ax * BLOCK, min(ax * BLOCK + BLOCK, nx)):
+        for j in range(ay * BLOCK, min(ay * BLOCK + BLOCK, ny)):
+            for k in range(az * BLOCK, min(az * BLOCK + BLOCK, nz)):
+                m = gm[i, j, k]
+                if m <= 0.0:
+                    continue
+                v0 = gv[i, j, k, 0] / m + dt * gravity[0]
+                v1 = gv[i, j, k, 1] / m + dt * gravity[1]
+                v2 = gv[i, j, k, 2] / m + dt * gravity[2]
+                if has_colliders and phi[i, j, k] < 0.0:
+                    v0, v1, v2 = project_velocity(v0, v1, v2, cnormal[i, j, k, 0], cnormal[i, j, k, 1],
+                                                  cnormal[i, j, k, 2], cvel[i, j, k, 0], cvel[i, j, k, 1],
+                                                  cvel[i, j, k, 2], cmu[i, j, k], coll_kind)
+                v0, v1, v2 = wall_velocity(origin[0] + i * dx, origin[1] + j * dx, origin[2] + k * dx,
+                                           v0, v1, v2, lo, hi, wall_mu, wall_kind)
+                gv[i, j, k, 0] = v0
+                gv[i, j, k, 1] = v1
+                gv[i, j, k, 2] = v2
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def grid_update(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
                 has_colliders, phi, cnormal, cvel, cmu, coll_kind):
-    """Momentum -> velocity (m/s), add gravity dt, then walls and colliders (boundary.py).
-    Nodes without mass are left at zero."""
-    nx, ny, nz = gm.shape
+    """Momentum -> velocity (m/s), add gravity dt, then colliders and walls (boundary.py), on the
+    active node blocks. Nodes without mass are left at zero."""
     for t in prange(active_list.shape[0]):
-        b = active_list[t]
-        az = b % nb[2]
-        ay = (b // nb[2]) % nb[1]
-        ax = b // (nb[2] * nb[1])
-        for i in range(ax * BLOCK, min(ax * BLOCK + BLOCK, nx)):
-            for j in range(ay * BLOCK, min(ay * BLOCK + BLOCK, ny)):
-                for k in range(az * BLOCK, min(az * BLOCK + BLOCK, nz)):
-                    m = gm[i, j, k]
-                    if m <= 0.0:
-                        continue
-                    v0 = gv[i, j, k, 0] / m + dt * gravity[0]
-                    v1 = gv[i, j, k, 1] / m + dt * gravity[1]
-                    v2 = gv[i, j, k, 2] / m + dt * gravity[2]
-                    if has_colliders and phi[i, j, k] < 0.0:
-                        v0, v1, v2 = project_velocity(v0, v1, v2, cnormal[i, j, k, 0], cnormal[i, j, k, 1],
-                                                      cnormal[i, j, k, 2], cvel[i, j, k, 0], cvel[i, j, k, 1],
-                                                      cvel[i, j, k, 2], cmu[i, j, k], coll_kind)
-                    v0, v1, v2 = wall_velocity(origin[0] + i * dx, origin[1] + j * dx, origin[2] + k * dx,
-                                               v0, v1, v2, lo, hi, wall_mu, wall_kind)
-                    gv[i, j, k, 0] = v0
-                    gv[i, j, k, 1] = v1
-                    gv[i, j, k, 2] = v2
+        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+                      has_colliders, phi, cnormal, cvel, cmu, coll_kind)
+
+
+@njit(cache=True, fastmath=False)
+def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+                       has_colliders, phi, cnormal, cvel, cmu, coll_kind):
+    """Single-threaded grid_update."""
+    for t in range(active_list.shape[0]):
+        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+                      has_colliders, phi, cnormal, cvel, cmu, coll_kind)
+
+
+@njit(cache=True, fastmath=False)
+def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
+                  has_colliders, phi, cnormal, cvel):
+    inv_dx = 1.0 / dx
+    dinv = 4.0 * inv_dx * inv_dx
+    U = np.empty((3, 3))
+    V = np.empty((3, 3))
+    W = np.empty((3, 3))
+    Fn = np.empty((3, 3))
+    Cp = np.empty((3, 3))
+    T = np.empty((3, 3))
+    sig = np.empty(3)
+    diag = np.empty(3)
+    for p in range(p_lo, p_hi):
+        g0 = (x[p, 0] - origin[0]) * inv_dx
+        g1 = (x[p, 1] - origin[1]) * inv_dx
+        g2 = (x[p, 2] - origin[2]) * inv_dx
+        b0 = int(math.floor(g0 - 0.5))
+        b1 = int(math.floor(g1 - 0.5))
+        b2 = int(math.floor(g2 - 0.5))
+        f0 = g0 - b0
+        f1 = g1 - b1
+        f2 = g2 - b2
+        wx = weights_1d(f0)
+        wy = weights_1d(f1)
+        wz = weights_1d(f2)
+        nv0 = 0.0
+        nv1 = 0.0
+        nv2 = 0.0
+        for a in range(3):
+            for c in range(3):
+                Cp[a, c] = 0.0
+        for i in range(3):
+            d0 = (i - f0) * dx
+            for j in range(3):
+                d1 = (j - f1) * dx
+                wij = wx[i] * wy[j]
+                for k in range(3):
+                    d2 = (k - f2) * dx
+                    w = wij * wz[k]
+                    u0 = gv[b0 + i, b1 + j, b2 + k, 0]
+                    u1 = gv[b0 + i, b1 + j, b2 + k, 1]
+                    u2 = gv[b0 + i, b1 + j, b2 + k, 2]
+                    nv0 += w * u0
+                    nv1 += w * u1
+                    nv2 += w * u2
+                    Cp[0, 0] += w * u0 * d0
+                    Cp[0, 1] += w * u0 * d1
+                    Cp[0, 2] += w * u0 * d2
+                    Cp[1, 0] += w * u1 * d0
+                    Cp[1, 1] += w * u1 * d1
+                    Cp[1, 2] += w * u1 * d2
+                    Cp[2, 0] += w * u2 * d0
+                    Cp[2, 1] += w * u2 * d1
+                    Cp[2, 2] += w * u2 * d2
+        for a in range(3):
+            for c in range(3):
+                Cp[a, c] *= dinv
+                C[p, a, c] = Cp[a, c]
+        # F <- (I + dt C) F
+        for a in range(3):
+            for c in range(3):
+                Fn[a, c] = F[p, a, c] + dt * (Cp[a, 0] * F[p, 0, c] + Cp[a, 1] * F[p, 1, c] + Cp[a, 2] * F[p, 2, c])
+        plastic[p] = constitutive(Fn, Cp, plastic[p], params[mat[p]], U, sig, V, W, diag, T)
+        for a in range(3):
+            for c in range(3):
+                F[p, a, c] = Fn[a, c]
+                tau[p, a, c] = T[a, c]
+        # advection, then particle-level obstacles
+        y0 = x[p, 0] + dt * nv0
+        y1 = x[p, 1] + dt * nv1
+        y2 = x[p, 2] + dt * nv2
+        if has_colliders:
+            ph, n0, n1, n2, c0, c1, c2 = sample_field(phi, cnormal, cvel, origin, inv_dx, y0, y1, y2)
+            if ph < 0.0:
+                y0 -= ph * n0
+                y1 -= ph * n1
+                y2 -= ph * n2
+                vn = (nv0 - c0) * n0 + (nv1 - c1) * n1 + (nv2 - c2) * n2
+                if vn < 0.0:
+                    nv0 -= vn * n0
+                    nv1 -= vn * n1
+                    nv2 -= vn * n2
+        if y0 < lo[0]:
+            y0 = lo[0]
+            nv0 = max(nv0, 0.0)
+        elif y0 > hi[0]:
+            y0 = hi[0]
+            nv0 = min(nv0, 0.0)
+        if y1 < lo[1]:
+            y1 = lo[1]
+            nv1 = max(nv1, 0.0)
+        elif y1 > hi[1]:
+            y1 = hi[1]
+            nv1 = min(nv1, 0.0)
+        if y2 < lo[2]:
+            y2 = lo[2]
+            nv2 = max(nv2, 0.0)
+        elif y2 > hi[2]:
+            y2 = hi[2]
+            nv2 = min(nv2, 0.0)
+        x[p, 0] = y0
+        x[p, 1] = y1
+        x[p, 2] = y2
+        v[p, 0] = nv0
+        v[p, 1] = nv1
+        v[p, 2] = nv2
 
 
 @njit(cache=True, fastmath=False, parallel=True)
@@ -130,115 +274,16 @@ def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
         has_colliders, phi, cnormal, cvel, nchunks):
     """Gather velocity and C = (4/dx^2) sum w v (x_i - x_p)^T, update F <- (I + dt C) F, return-map
     and compute the stress for the next step, advect x += dt v, then project particles that left
-    the domain box or entered a collider back onto its surface. Returns nothing; arrays in place."""
+    the domain box or entered a collider back onto its surface. Arrays are updated in place;
+    nchunks = 1 runs single-threaded."""
     n = x.shape[0]
-    inv_dx = 1.0 / dx
-    dinv = 4.0 * inv_dx * inv_dx
+    if nchunks == 1:
+        _gather_range(0, n, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
+                      has_colliders, phi, cnormal, cvel)
+        return
     for chunk in prange(nchunks):
-        U = np.empty((3, 3))
-        V = np.empty((3, 3))
-        W = np.empty((3, 3))
-        Fn = np.empty((3, 3))
-        Cp = np.empty((3, 3))
-        T = np.empty((3, 3))
-        sig = np.empty(3)
-        diag = np.empty(3)
-        p_lo = chunk * n // nchunks
-        p_hi = (chunk + 1) * n // nchunks
-        for p in range(p_lo, p_hi):
-            g0 = (x[p, 0] - origin[0]) * inv_dx
-            g1 = (x[p, 1] - origin[1]) * inv_dx
-            g2 = (x[p, 2] - origin[2]) * inv_dx
-            b0 = int(math.floor(g0 - 0.5))
-            b1 = int(math.floor(g1 - 0.5))
-            b2 = int(math.floor(g2 - 0.5))
-            f0 = g0 - b0
-            f1 = g1 - b1
-            f2 = g2 - b2
-            wx = weights_1d(f0)
-            wy = weights_1d(f1)
-            wz = weights_1d(f2)
-            nv0 = 0.0
-            nv1 = 0.0
-            nv2 = 0.0
-            for a in range(3):
-                for c in range(3):
-                    Cp[a, c] = 0.0
-            for i in range(3):
-                d0 = (i - f0) * dx
-                for j in range(3):
-                    d1 = (j - f1) * dx
-                    wij = wx[i] * wy[j]
-                    for k in range(3):
-                        d2 = (k - f2) * dx
-                        w = wij * wz[k]
-                        u0 = gv[b0 + i, b1 + j, b2 + k, 0]
-                        u1 = gv[b0 + i, b1 + j, b2 + k, 1]
-                        u2 = gv[b0 + i, b1 + j, b2 + k, 2]
-                        nv0 += w * u0
-                        nv1 += w * u1
-                        nv2 += w * u2
-                        Cp[0, 0] += w * u0 * d0
-                        Cp[0, 1] += w * u0 * d1
-                        Cp[0, 2] += w * u0 * d2
-                        Cp[1, 0] += w * u1 * d0
-                        Cp[1, 1] += w * u1 * d1
-                        Cp[1, 2] += w * u1 * d2
-                        Cp[2, 0] += w * u2 * d0
-                        Cp[2, 1] += w * u2 * d1
-                        Cp[2, 2] += w * u2 * d2
-            for a in range(3):
-                for c in range(3):
-                    Cp[a, c] *= dinv
-                    C[p, a, c] = Cp[a, c]
-            # F <- (I + dt C) F
-            for a in range(3):
-                for c in range(3):
-                    Fn[a, c] = F[p, a, c] + dt * (Cp[a, 0] * F[p, 0, c] + Cp[a, 1] * F[p, 1, c] + Cp[a, 2] * F[p, 2, c])
-            plastic[p] = constitutive(Fn, Cp, plastic[p], params[mat[p]], U, sig, V, W, diag, T)
-            for a in range(3):
-                for c in range(3):
-                    F[p, a, c] = Fn[a, c]
-                    tau[p, a, c] = T[a, c]
-            # advection, then particle-level obstacles
-            y0 = x[p, 0] + dt * nv0
-            y1 = x[p, 1] + dt * nv1
-            y2 = x[p, 2] + dt * nv2
-            if has_colliders:
-                ph, n0, n1, n2, c0, c1, c2 = sample_field(phi, cnormal, cvel, origin, inv_dx, y0, y1, y2)
-                if ph < 0.0:
-                    y0 -= ph * n0
-                    y1 -= ph * n1
-                    y2 -= ph * n2
-                    vn = (nv0 - c0) * n0 + (nv1 - c1) * n1 + (nv2 - c2) * n2
-                    if vn < 0.0:
-                        nv0 -= vn * n0
-                        nv1 -= vn * n1
-                        nv2 -= vn * n2
-            if y0 < lo[0]:
-                y0 = lo[0]
-                nv0 = max(nv0, 0.0)
-            elif y0 > hi[0]:
-                y0 = hi[0]
-                nv0 = min(nv0, 0.0)
-            if y1 < lo[1]:
-                y1 = lo[1]
-                nv1 = max(nv1, 0.0)
-            elif y1 > hi[1]:
-                y1 = hi[1]
-                nv1 = min(nv1, 0.0)
-            if y2 < lo[2]:
-                y2 = lo[2]
-                nv2 = max(nv2, 0.0)
-            elif y2 > hi[2]:
-                y2 = hi[2]
-                nv2 = min(nv2, 0.0)
-            x[p, 0] = y0
-            x[p, 1] = y1
-            x[p, 2] = y2
-            v[p, 0] = nv0
-            v[p, 1] = nv1
-            v[p, 2] = nv2
+        _gather_range(chunk * n // nchunks, (chunk + 1) * n // nchunks, x, v, C, F, tau, plastic, mat, params,
+                      origin, dx, dt, gv, lo, hi, has_colliders, phi, cnormal, cvel)
 
 
 @njit(cache=True, fastmath=False, parallel=True)
