@@ -19,7 +19,7 @@ def _add_protocol_path() -> None:
     for folder in (os.path.join(here, "vendor"), os.path.dirname(here)):
         if os.path.isfile(os.path.join(folder, "protocol", "scene.py")):
             if folder not in sys.path:
-                sys.path.append(folder)
+                sys.path.insert(0, folder)  # the add-on's own copy wins over any other install
             return
 
 

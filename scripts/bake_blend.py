@@ -1,0 +1,96 @@
+"""Farm wrapper: bake a .blend with Clearance and save the result.
+
+    python scripts/bake_blend.py FILE.blend [--frames A B] [--out FILE_baked.blend]
+                                 [--server ADDRESS] [--blender /path/to/blender]
+
+With ``--blender`` the given Blender runs in background mode (``-b``) with this script as its
+``--python`` (the add-on must be installed there); without it, the bpy module of this Python
+does the work and the add-on is enabled from this checkout. The bake is the add-on's own
+``clearance.bake`` operator (blocking in background mode); the output keeps its .pc2 caches
+in the cache folder set in the file (default ``//clearance_cache/`` beside the output).
+Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse(argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("blend", help="the .blend file to bake")
+    p.add_argument("--frames", nargs=2, type=int, metavar=("A", "B"), help="bake frames A..B (default: file's range)")
+    p.add_argument("--out", help="output .blend (default: FILE_baked.blend)")
+    p.add_argument("--server", help="tcp://host:port of a running server (default: start a local one)")
+    p.add_argument("--blender", help="a Blender executable to run (default: the bpy module in this Python)")
+    return p.parse_args(argv)
+
+
+def _enable_from_checkout() -> None:
+    """Enable the add-on from this checkout through a local extensions repository."""
+    import addon_utils
+    import bpy
+    repo = tempfile.mkdtemp(prefix="clearance_repo_")
+    os.symlink(os.path.join(ROOT, "blender_addon"), os.path.join(repo, "clearance"))
+    bpy.context.preferences.extensions.repos.new(name="Clearance", module="clearance_farm",
+                                                 custom_directory=repo, source="USER")
+    addon_utils.enable("bl_ext.clearance_farm.clearance", default_set=True)
+
+
+def _enabled_module() -> str:
+    import bpy
+    for name in bpy.context.preferences.addons.keys():
+        if name == "clearance" or name.endswith(".clearance"):
+            return name
+    return ""
+
+
+def bake_here(args: argparse.Namespace) -> int:
+    """Open, bake and save inside this process (bpy module or Blender's own Python)."""
+    import bpy
+    out = os.path.abspath(args.out or os.path.splitext(args.blend)[0] + "_baked.blend")
+    bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.blend))
+    if not _enabled_module():
+        _enable_from_checkout()
+    bpy.ops.wm.save_as_mainfile(filepath=out)  # "//" cache paths now resolve beside the output
+    s = bpy.context.scene.clearance
+    if args.frames:
+        s.use_scene_range = False
+        s.frame_start, s.frame_end = args.frames
+    if args.server:
+        s.server_address = args.server
+    try:
+        result = bpy.ops.clearance.bake()
+    except RuntimeError as exc:
+        print(f"clearance: bake failed: {exc}", file=sys.stderr)
+        return 1
+    if result != {"FINISHED"}:
+        print(f"clearance: bake failed: {s.last_error}", file=sys.stderr)
+        return 1
+    bpy.ops.wm.save_mainfile()
+    print(f"clearance: baked {s.frames_baked} frames into {out}")
+    return 0
+
+
+def main(argv: list = None) -> int:
+    if argv is None:
+        argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    args = parse(argv)
+    if not os.path.isfile(args.blend):
+        print(f"clearance: no such file: {args.blend}", file=sys.stderr)
+        return 2
+    if args.blender:
+        rest = [a for a in argv if a != "--blender" and a != args.blender]
+        cmd = [args.blender, "-b", "--factory-startup", "--python-exit-code", "1", "--python",
+               os.path.abspath(__file__), "--"] + rest
+        return subprocess.call(cmd)
+    return bake_here(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

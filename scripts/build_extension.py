@@ -1,0 +1,118 @@
+"""Build the installable extension: dist/clearance-<version>.zip.
+
+    python scripts/build_extension.py [--no-wheels] [--out DIR] [--platform TAG ...]
+
+The zip holds blender_addon/ at its root (blender_manifest.toml first), protocol/ vendored
+into ``vendor/protocol`` (the add-on puts ``vendor/`` on sys.path), and, unless
+``--no-wheels``, the pyzmq and msgpack wheels fetched with ``pip download`` for each platform
+and listed in the manifest's ``wheels`` (Blender installs them into its own Python).
+When the bpy module is available its extension tool validates the staged package.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADDON = os.path.join(ROOT, "blender_addon")
+WHEEL_PACKAGES = ("pyzmq", "msgpack")
+# Blender 4.2+ ships CPython 3.11; one wheel per platform Blender supports.
+PLATFORMS = {
+    "linux-x64": "manylinux_2_28_x86_64",
+    "windows-x64": "win_amd64",
+    "macos-arm64": "macosx_11_0_arm64",
+    "macos-x64": "macosx_10_15_x86_64",
+}
+_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.blend1")
+
+
+def manifest_version(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)
+    if not m:
+        raise SystemExit(f"{path}: no version line")
+    return m.group(1)
+
+
+def download_wheels(dest: str, platforms: list) -> list:
+    """``pip download`` the binary wheels of WHEEL_PACKAGES for CPython 3.11 on each platform."""
+    os.makedirs(dest, exist_ok=True)
+    for plat in platforms:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                        "--python-version", "3.11", "--implementation", "cp", "--platform", PLATFORMS[plat],
+                        "-d", dest, *WHEEL_PACKAGES], check=True)
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(dest, "*.whl")))
+
+
+def write_manifest(src: str, dst: str, wheels: list, platforms: list) -> None:
+    """Copy the manifest, adding the wheels list and the platforms those wheels cover."""
+    with open(src, encoding="utf-8") as f:
+        text = f.read()
+    if wheels:
+        listing = ",\n".join(f'  "./wheels/{w}"' for w in wheels)
+        plats = ", ".join(f'"{p}"' for p in platforms)
+        text = text.replace("# wheels = []", f"platforms = [{plats}]\nwheels = [\n{listing},\n]")
+    with open(dst, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def validate(stage: str) -> None:
+    """Run Blender's extension validator on the staged folder when the bpy module has it."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("bpy")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return
+    tools = glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "*", "scripts", "addons_core",
+                                   "bl_pkg", "cli", "blender_ext.py"))
+    if tools:
+        subprocess.run([sys.executable, tools[0], "validate", stage], check=True)
+
+
+def build(out_dir: str, wheels: bool = True, platforms: list = None) -> str:
+    """Stage and zip the extension; returns the zip's path."""
+    platforms = platforms or list(PLATFORMS)
+    version = manifest_version(os.path.join(ADDON, "blender_manifest.toml"))
+    with tempfile.TemporaryDirectory(prefix="clearance_build_") as tmp:
+        stage = os.path.join(tmp, "clearance")
+        shutil.copytree(ADDON, stage, ignore=_SKIP)
+        shutil.copytree(os.path.join(ROOT, "protocol"), os.path.join(stage, "vendor", "protocol"), ignore=_SKIP)
+        names = download_wheels(os.path.join(stage, "wheels"), platforms) if wheels else []
+        write_manifest(os.path.join(ADDON, "blender_manifest.toml"), os.path.join(stage, "blender_manifest.toml"),
+                       names, platforms)
+        validate(stage)
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"clearance-{version}.zip")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            z.write(os.path.join(stage, "blender_manifest.toml"), "blender_manifest.toml")
+            for dirpath, _dirs, files in os.walk(stage):
+                for fn in sorted(files):
+                    full = os.path.join(dirpath, fn)
+                    rel = os.path.relpath(full, stage)
+                    if rel != "blender_manifest.toml":
+                        z.write(full, rel)
+    return path
+
+
+def main(argv: list = None) -> int:
+    p = argparse.ArgumentParser(description="Build dist/clearance-<version>.zip")
+    p.add_argument("--no-wheels", action="store_true", help="skip downloading pyzmq/msgpack wheels (tests, offline)")
+    p.add_argument("--out", default=os.path.join(ROOT, "dist"), help="output folder (default: dist/)")
+    p.add_argument("--platform", action="append", choices=sorted(PLATFORMS), help="only these platforms")
+    args = p.parse_args(argv)
+    path = build(args.out, wheels=not args.no_wheels, platforms=args.platform)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
