@@ -60,9 +60,10 @@ class IPCBackend(Backend):
                 return float(C.adaptive_kappa(s.x0, s.mass, ct.mesh, ct.dhat, self.scene.settings.dt))
             except TypeError:
                 pass
-        # fallback: barrier stiffness comparable to the stiffest material times the gap area scale
-        E = max([b.material.youngs_modulus for b in self.scene.bodies if b.role != "collider"] or [1e5])
-        return 0.1 * E * ct.dhat
+        # fallback (J/m^2): the barrier's curvature near d_hat/2 (~6 kappa) matched to a vertex's inertia
+        # m/h^2, so a resting vertex settles at a gap of order d_hat^2 / (h^2 g) and Newton stays well scaled.
+        m = s.mass[s.dynamic]
+        return float(m.mean() / self.scene.settings.dt ** 2) if m.size else 1.0
 
     def initial_positions(self) -> dict:
         return self.system.body_positions(self.system.x0)

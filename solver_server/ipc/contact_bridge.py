@@ -59,7 +59,7 @@ class ContactTerms:
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
     def friction_setup(self, x: np.ndarray, cands) -> None:
         self.x_prev = x.copy()
-        if np.any(self.mesh.body_friction > 0):
+        if np.any(self.mesh.body_friction > 0) and hasattr(self.C, "friction_setup"):
             self.fs = self.C.friction_setup(x, cands, self.mesh, self.dhat, self.kappa)
             if self.fs is not None and len(self.fs) == 0:
                 self.fs = None
@@ -82,4 +82,6 @@ class ContactTerms:
         return self.C.friction_hessian(x, self.x_prev, self.fs, EPS_V * h)
 
     def count_intersections(self, x: np.ndarray) -> int:
+        """Edge-triangle intersections of the collision surface at x (needs the library's
+        count_intersections)."""
         return int(self.C.count_intersections(x, self.mesh.faces, self.mesh.edges))

@@ -25,8 +25,9 @@ def stretch_gradient_elems(x, edges, rest, k):
         e = x[edges[i, 1]] - x[edges[i, 0]]
         q = (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) / rest[i] ** 2
         g = k[i] / (2.0 * rest[i]) * (q - 1.0) * e
-        out[i, 0:3] = -g
-        out[i, 3:6] = g
+        for a in range(3):
+            out[i, a] = -g[a]
+            out[i, 3 + a] = g[a]
     return out
 
 
@@ -45,8 +46,10 @@ def stretch_hessian_elems(x, edges, rest, k, project):
             lam_par = max(lam_par, 0.0)
             lam_perp = max(lam_perp, 0.0)
         H = lam_perp * (np.eye(3) - ee) + lam_par * ee
-        out[i, 0:3, 0:3] = H
-        out[i, 3:6, 3:6] = H
-        out[i, 0:3, 3:6] = -H
-        out[i, 3:6, 0:3] = -H
+        for a in range(3):
+            for b in range(3):
+                out[i, a, b] = H[a, b]
+                out[i, 3 + a, 3 + b] = H[a, b]
+                out[i, a, 3 + b] = -H[a, b]
+                out[i, 3 + a, b] = -H[a, b]
     return out
