@@ -83,13 +83,17 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
     s = scene.settings
     result = {}
 
+    mode = ["building"]
+
     def emit(ev: tuple) -> None:
         if ev[0] == "progress":
+            mode[0] = ev[1]
             print(f"[{ev[1]}] frame {ev[2]} {100 * ev[3]:5.1f}% {ev[4]}", file=log, flush=True)
         elif ev[0] == "frame":
             st = ev[4]
             extra = " ".join(f"{k}={st[k]:.3g}" if isinstance(st[k], float) else f"{k}={st[k]}" for k in st)
-            print(f"frame {ev[1]} done {extra}", file=log, flush=True)
+            what = "kept from the cache" if mode[0] == "resuming" else "done"
+            print(f"frame {ev[1]} {what} {extra}", file=log, flush=True)
         elif ev[0] == "end":
             result["end"] = ev
 

@@ -196,3 +196,13 @@ def test_client_never_hangs_without_a_server(ctx):
             c.connect()
         assert time.monotonic() - t < 1.5
         assert c.poll(0.0) == []
+
+
+def test_events_raise_on_silence(ctx, server):
+    import time
+    with Client(server.address, context=ctx) as c:
+        c.connect()
+        t = time.monotonic()
+        with pytest.raises(ServerUnreachable):
+            list(c.events("no-such-job", timeout=0.3))
+        assert time.monotonic() - t < 1.5

@@ -63,3 +63,27 @@ def test_bake_frame_range_and_failure_exit_code(tmp_path):
     (tmp_path / "junk.clrscene").write_bytes(b"not a scene")
     r = _run("bake", str(tmp_path / "junk.clrscene"), "--out", str(tmp_path / "j"))
     assert r.returncode == 1 and "cannot read" in r.stderr
+
+
+def test_bake_resume_solves_only_the_missing_frames(tmp_path):
+    scene = make_scene(n_frames=6)
+    save_scene(tmp_path / "s.clrscene", scene)
+    out = tmp_path / "out"
+    assert _run("bake", str(tmp_path / "s.clrscene"), "--out", str(out)).returncode == 0
+    full = {p.name: read_pc2(p)[0] for p in out.glob("*.pc2")}
+    s = scene.settings
+    for f in (s.frame_end - 1, s.frame_end):  # as if the bake had stopped two frames early
+        (out / "frames" / f"frame_{f:05d}.npz").unlink()
+        (out / "state" / f"state_{f:05d}.npz").unlink()
+    for p in out.glob("*.pc2"):
+        p.unlink()
+    r = _run("bake", str(tmp_path / "s.clrscene"), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr
+    assert f"resuming after frame {s.frame_end - 2}" in r.stdout
+    assert r.stdout.count("done newton_iterations") == 2  # only two frames solved again
+    for name, frames in full.items():
+        assert np.array_equal(read_pc2(out / name)[0], frames)
+    other = tmp_path / "other.clrscene"
+    save_scene(other, make_scene(n_frames=6, seed=4))
+    r = _run("bake", str(other), "--out", str(out), "--resume")
+    assert r.returncode == 1 and "different scene" in r.stderr

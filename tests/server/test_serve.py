@@ -244,3 +244,20 @@ def test_secret_server(server_factory, tmp_path):
         assert c.connect().server_name == "clearance-server"
         job = c.submit(make_scene(n_frames=2), str(tmp_path / "ok"))
         assert _collect(c, job)[3].state == "done"
+
+
+def test_heartbeat_during_a_long_frame_and_shutdown_stops_jobs(server, tmp_path):
+    with Client(server.address, timeout=5.0) as c:
+        c.connect()
+        job = c.submit(make_scene(n_frames=4, debug_frame_delay=5.0), str(tmp_path / "h"))
+        _wait_frames(c, job, 1)
+        t0 = time.monotonic()
+        beats = []
+        while time.monotonic() - t0 < 2.5:
+            beats += [m for m in c.poll(0.1) if isinstance(m, Progress)]
+        assert len(beats) >= 2 and all(b.state == "solving" for b in beats)  # the UI never looks frozen
+        pid = _job_child_pid(server.proc.pid)
+        assert pid is not None
+        server.proc.terminate()
+        assert server.proc.wait(5) == 0
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
