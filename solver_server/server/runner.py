@@ -16,9 +16,8 @@ can rebuild its caches) and the solver continues from the last frame with a save
 from __future__ import annotations
 
 import os
-import time
 import traceback
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 

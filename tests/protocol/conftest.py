@@ -1,9 +1,7 @@
 """Fixtures of the protocol tests: small scenes and deep comparison of messages/scenes."""
-import dataclasses
 import os
 import sys
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

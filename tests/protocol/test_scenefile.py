@@ -1,6 +1,5 @@
 """Scene files (.clrscene): save/load round trip and refusal of foreign or damaged files."""
 import msgpack
-import numpy as np
 import pytest
 
 from protocol import ProtocolError, load_scene, save_scene

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zmq
 
-from protocol import (Client, Error, Ping, Pong, ProtocolError, RemoteError, ServerUnreachable, VersionMismatch,
+from protocol import (Client, Error, Ping, Pong, RemoteError, ServerUnreachable, VersionMismatch,
                       decode_message, encode, encode_message)
 from solver_server.server.security import check_bind, is_loopback
 from solver_server.server.server import Server
