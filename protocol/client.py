@@ -59,7 +59,7 @@ class Client:
             self._sock.send_multipart(encode_message(msg, self.protocol_version), copy=False,
                                       flags=zmq.NOBLOCK)
         except zmq.Again:
-            raise ServerUnreachable(f"cannot send to {self.address}: send queue full (server not reading)") from None
+            raise ServerUnreachable(f"cannot send to {self.address}: the server is not reachable or not reading") from None
 
     def _recv(self, timeout: float) -> Optional[Message]:
         """One message within ``timeout`` seconds, or None."""
