@@ -10,6 +10,7 @@ from .potential import (barrier_energy, barrier_gradient, barrier_hessian, count
                         contact_distance_array)
 from .stiffness import adaptive_kappa, update_kappa, kappa_bounds, bbox_diagonal
 from .friction import FrictionSet, friction_setup, friction_energy, friction_gradient, friction_hessian
+from .intersection import count_intersections, find_intersections
 from .ccd import max_step_size, point_triangle_ccd_batch, edge_edge_ccd_batch
 from .distance import (point_triangle_dist2_batch, edge_edge_dist2_batch, point_triangle_dist2_grad_hess,
                        edge_edge_dist2_grad_hess, point_edge_dist2_grad_hess, point_point_dist2_grad_hess)
@@ -18,7 +19,7 @@ __all__ = [
     "CollisionMesh", "edges_from_faces", "Candidates", "find_candidates", "find_candidates_ccd",
     "barrier", "barrier_first_derivative", "barrier_second_derivative",
     "barrier_energy", "barrier_gradient", "barrier_hessian", "count_active", "min_distance",
-    "contact_distance_array", "FrictionSet", "friction_setup", "friction_energy", "friction_gradient", "friction_hessian", "adaptive_kappa", "update_kappa", "kappa_bounds", "bbox_diagonal", "max_step_size", "point_triangle_ccd_batch", "edge_edge_ccd_batch",
+    "contact_distance_array", "count_intersections", "find_intersections", "FrictionSet", "friction_setup", "friction_energy", "friction_gradient", "friction_hessian", "adaptive_kappa", "update_kappa", "kappa_bounds", "bbox_diagonal", "max_step_size", "point_triangle_ccd_batch", "edge_edge_ccd_batch",
     "point_triangle_dist2_batch", "edge_edge_dist2_batch", "point_triangle_dist2_grad_hess",
     "edge_edge_dist2_grad_hess", "point_edge_dist2_grad_hess", "point_point_dist2_grad_hess",
 ]

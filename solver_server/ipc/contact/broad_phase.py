@@ -106,13 +106,20 @@ def _overlap(qlo, qhi, tlo, thi, q, t):
 
 @njit(cache=True, fastmath=False)
 def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
-    """Topological and body filters. mode 0: (vertex q, face t); mode 1: (edge q, edge t), q < t."""
+    """Topological and body filters. mode 0: (vertex q, face t); mode 1: (edge q, edge t), q < t;
+    mode 2: (edge q, face t) for intersection checks (topology only, no body filter)."""
     if mode == 0:
         f0, f1, f2 = faces[t, 0], faces[t, 1], faces[t, 2]
         if q == f0 or q == f1 or q == f2:
             return False
         bq = vbody[q]
         bt = vbody[f0]
+    elif mode == 2:
+        a0, a1 = edges[q, 0], edges[q, 1]
+        for j in range(3):
+            if faces[t, j] == a0 or faces[t, j] == a1:
+                return False
+        return True
     else:
         if q >= t:
             return False

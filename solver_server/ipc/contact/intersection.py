@@ -1,0 +1,154 @@
+"""Edge-triangle intersection checks, independent of the barrier/CCD code path.
+
+Used to verify "zero intersections" at every frame and to report scenes that start
+intersecting. A segment (a, b) meets a closed triangle (t0, t1, t2) iff a and b are not strictly
+on the same side of the triangle's plane and the three orientations of (a, b) against the
+triangle's edges agree (no strict sign change). Orientations are 3x3 determinants evaluated in
+floating point with Shewchuk's static error bound; a sign that the bound cannot certify (and
+every coplanar configuration) is re-evaluated exactly with rational arithmetic, so the answer
+is exact for the given double-precision coordinates. Pairs sharing a vertex are excluded.
+Touching (zero distance) counts as intersecting.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from numba import njit, prange
+
+from .broad_phase import _boxes, _box_pairs
+
+_EPS = 2.0 ** -53
+_O3D_BOUND = (7.0 + 56.0 * _EPS) * _EPS
+
+
+@njit(cache=True, fastmath=False)
+def _orient3d(x, a, b, c, d):
+    """Sign of det[b-a, c-a, d-a] of vertices a..d of x: +1, -1, or 0 if not certified."""
+    adx = x[a, 0] - x[d, 0]
+    ady = x[a, 1] - x[d, 1]
+    adz = x[a, 2] - x[d, 2]
+    bdx = x[b, 0] - x[d, 0]
+    bdy = x[b, 1] - x[d, 1]
+    bdz = x[b, 2] - x[d, 2]
+    cdx = x[c, 0] - x[d, 0]
+    cdy = x[c, 1] - x[d, 1]
+    cdz = x[c, 2] - x[d, 2]
+    m1 = bdy * cdz - bdz * cdy
+    m2 = bdz * cdx - bdx * cdz
+    m3 = bdx * cdy - bdy * cdx
+    det = adx * m1 + ady * m2 + adz * m3
+    perm = (abs(adx) * (abs(bdy * cdz) + abs(bdz * cdy)) + abs(ady) * (abs(bdz * cdx) + abs(bdx * cdz))
+            + abs(adz) * (abs(bdx * cdy) + abs(bdy * cdx)))
+    if det > _O3D_BOUND * perm:
+        return 1
+    if -det > _O3D_BOUND * perm:
+        return -1
+    return 0
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _classify(x, pairs, faces, edges):
+    """1: intersecting, 0: not, -1: undecided in floating point (exact re-check needed)."""
+    m = pairs.shape[0]
+    out = np.empty(m, dtype=np.int8)
+    for k in prange(m):
+        a, b = edges[pairs[k, 0], 0], edges[pairs[k, 0], 1]
+        t0, t1, t2 = faces[pairs[k, 1], 0], faces[pairs[k, 1], 1], faces[pairs[k, 1], 2]
+        sa = _orient3d(x, t0, t1, t2, a)
+        sb = _orient3d(x, t0, t1, t2, b)
+        if sa == 0 or sb == 0:
+            out[k] = -1
+            continue
+        if sa == sb:
+            out[k] = 0
+            continue
+        o1 = _orient3d(x, a, b, t0, t1)
+        o2 = _orient3d(x, a, b, t1, t2)
+        o3 = _orient3d(x, a, b, t2, t0)
+        if o1 == 0 or o2 == 0 or o3 == 0:
+            out[k] = -1
+        elif o1 == o2 and o2 == o3:
+            out[k] = 1
+        else:
+            out[k] = 0
+    return out
+
+
+def _exact_orient(P, a, b, c, d):
+    ad = [P[a][i] - P[d][i] for i in range(3)]
+    bd = [P[b][i] - P[d][i] for i in range(3)]
+    cd = [P[c][i] - P[d][i] for i in range(3)]
+    det = (ad[0] * (bd[1] * cd[2] - bd[2] * cd[1]) + ad[1] * (bd[2] * cd[0] - bd[0] * cd[2])
+           + ad[2] * (bd[0] * cd[1] - bd[1] * cd[0]))
+    return (det > 0) - (det < 0)
+
+
+def _exact_orient2d(p, q, r):
+    det = (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
+    return (det > 0) - (det < 0)
+
+
+def _segments_intersect_2d(p1, p2, q1, q2):
+    d1 = _exact_orient2d(q1, q2, p1)
+    d2 = _exact_orient2d(q1, q2, p2)
+    d3 = _exact_orient2d(p1, p2, q1)
+    d4 = _exact_orient2d(p1, p2, q2)
+    if d1 * d2 < 0 and d3 * d4 < 0:
+        return True
+
+    def on(p, q, r):  # r on segment pq, given collinear
+        return min(p[0], q[0]) <= r[0] <= max(p[0], q[0]) and min(p[1], q[1]) <= r[1] <= max(p[1], q[1])
+    return ((d1 == 0 and on(q1, q2, p1)) or (d2 == 0 and on(q1, q2, p2)) or (d3 == 0 and on(p1, p2, q1))
+            or (d4 == 0 and on(p1, p2, q2)))
+
+
+def _exact_edge_triangle(x, a, b, t0, t1, t2) -> bool:
+    ids = (a, b, t0, t1, t2)
+    P = {i: [Fraction(float(v)) for v in x[i]] for i in ids}
+    sa = _exact_orient(P, t0, t1, t2, a)
+    sb = _exact_orient(P, t0, t1, t2, b)
+    if sa == sb and sa != 0:
+        return False
+    if sa == 0 and sb == 0:
+        # coplanar: project onto the plane most orthogonal to the triangle normal and test in 2D
+        u = [P[t1][i] - P[t0][i] for i in range(3)]
+        v = [P[t2][i] - P[t0][i] for i in range(3)]
+        n = [abs(u[1] * v[2] - u[2] * v[1]), abs(u[2] * v[0] - u[0] * v[2]), abs(u[0] * v[1] - u[1] * v[0])]
+        drop = int(np.argmax([float(c) for c in n]))
+        keep = [i for i in range(3) if i != drop]
+        p2 = {i: (P[i][keep[0]], P[i][keep[1]]) for i in ids}
+        tri = (t0, t1, t2)
+        o = [_exact_orient2d(p2[tri[j]], p2[tri[(j + 1) % 3]], p2[a]) for j in range(3)]
+        if all(s >= 0 for s in o) or all(s <= 0 for s in o):
+            return True      # endpoint inside the triangle
+        return any(_segments_intersect_2d(p2[a], p2[b], p2[tri[j]], p2[tri[(j + 1) % 3]]) for j in range(3))
+    o = [_exact_orient(P, a, b, t0, t1), _exact_orient(P, a, b, t1, t2), _exact_orient(P, a, b, t2, t0)]
+    return all(s >= 0 for s in o) or all(s <= 0 for s in o)
+
+
+def find_intersections(x: np.ndarray, faces: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """(k, 2) int32 rows (edge index, face index) of every edge that meets a triangle it does not
+    share a vertex with (all meshes, self included). x (n, 3) in metres."""
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
+    faces = np.ascontiguousarray(faces, dtype=np.int32).reshape(-1, 3)
+    edges = np.ascontiguousarray(edges, dtype=np.int32).reshape(-1, 2)
+    if faces.shape[0] == 0 or edges.shape[0] == 0:
+        return np.zeros((0, 2), np.int32)
+    flo, fhi = _boxes(x, x, faces, np.zeros(faces.shape[0]))
+    elo, ehi = _boxes(x, x, edges, np.zeros(edges.shape[0]))
+    dummy_body = np.zeros(x.shape[0], np.int32)
+    pairs = _box_pairs(elo, ehi, flo, fhi, 2, faces, edges, dummy_body, np.ones(1, np.uint8), np.zeros(1, np.uint8))
+    if pairs.shape[0] == 0:
+        return np.zeros((0, 2), np.int32)
+    cls = _classify(x, pairs, faces, edges)
+    hit = cls == 1
+    for k in np.nonzero(cls == -1)[0]:
+        e, f = pairs[k]
+        hit[k] = _exact_edge_triangle(x, edges[e, 0], edges[e, 1], faces[f, 0], faces[f, 1], faces[f, 2])
+    return np.ascontiguousarray(pairs[hit])
+
+
+def count_intersections(x: np.ndarray, faces: np.ndarray, edges: np.ndarray) -> int:
+    """Number of intersecting (edge, triangle) pairs; 0 means the surface is intersection-free."""
+    return int(find_intersections(x, faces, edges).shape[0])
