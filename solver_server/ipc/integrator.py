@@ -63,6 +63,7 @@ class IncrementalPotential:
         self.cands = None
         M3 = np.repeat(np.where(sys.dynamic, sys.mass, 0.0), 3)
         self.M3 = M3
+        self.mass_dofs = M3[self.free_dofs]
 
     # --- pieces --------------------------------------------------------------------------------
     def _energy(self, x: np.ndarray, cands) -> float:

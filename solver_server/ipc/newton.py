@@ -9,7 +9,11 @@ The objective is any object with
   max_step(x, p)         -> alpha bound in (0, 1] from CCD / inversion filters
   line_search_energy(x0, x1) -> a callable E(x) valid on the segment [x0, x1] (shared candidate set)
   valid(x)               -> False if x must be rejected (inverted tet ...)
-Stop when ||p||_inf / h < tol (m/s).
+  mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
+Stop when ||p||_inf / h < tol (m/s) AND the force residual ||M^{-1} g||_inf / h < tol (m/s) over the DOFs
+with mass. The second test matters with lagged friction: in the sticking regime the friction Hessian
+mu lambda / (eps_v h) is so stiff that p is tiny although the net force is not; g / m / h is the
+velocity error of the step in the same units, so a tiny p alone must not end the solve.
 """
 from __future__ import annotations
 
@@ -58,7 +62,10 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
         p[free] = pf
         p = p.reshape(-1, 3)
         res = float(np.abs(pf).max()) / h if pf.size else 0.0
-        if res < tol:
+        md = obj.mass_dofs
+        has_m = md > 0
+        res_g = float(np.abs(g[has_m] / md[has_m]).max()) / h if has_m.any() else 0.0
+        if res < tol and res_g < tol:
             alpha_max = obj.max_step(x, p)
             if alpha_max >= 1.0:
                 E = obj.line_search_energy(x, x + p)
