@@ -20,6 +20,10 @@ class ContactTerms:
 
     def __init__(self, system: System, dhat: float):
         from . import contact as C  # imported lazily: heavy numba module
+        if not hasattr(C, "find_intersections"):
+            from .contact import intersection
+            C.find_intersections = intersection.find_intersections
+            C.count_intersections = intersection.count_intersections
         self.C = C
         self.dhat = float(dhat)
         s = system

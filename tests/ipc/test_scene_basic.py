@@ -29,6 +29,7 @@ def test_free_fall_matches_discrete_implicit_euler():
 
 def _no_penetration(b, plane_z=0.0):
     x = b.stepper.x
+    assert b.contact.count_intersections(x) == 0
     assert x[:, 2][b.system.dynamic].min() > plane_z          # nothing below the plane
     assert b.system.elastic.min_tet_volume_ratio(x) > 0.0      # no inverted tet
 
@@ -80,3 +81,11 @@ def test_state_roundtrip_is_deterministic():
     r2 = b.advance()
     assert r2.frame == r1.frame == 4
     assert np.array_equal(r1.positions["cube"], r2.positions["cube"])
+
+
+def test_scene_starting_intersected_is_reported_with_both_names():
+    from protocol.scene import SceneError
+    sc = scene(cube(name="Jelly", center=(0, 0, 0.05)), plane(name="Floor"), frame_end=3)
+    with pytest.raises(SceneError) as e:
+        IPCBackend(sc)
+    assert "Jelly" in str(e.value) and "Floor" in str(e.value)
