@@ -21,7 +21,7 @@ STICKY, SLIP, SEPARATE = 0, 1, 2
 KINDS = {"sticky": STICKY, "slip": SLIP, "separate": SEPARATE}
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def project_velocity(v0, v1, v2, n0, n1, n2, c0, c1, c2, mu, kind):
     """Velocity (m/s) after the boundary condition of an obstacle with outward normal n, obstacle
     velocity c and Coulomb coefficient mu; returns a 3-tuple."""
@@ -48,7 +48,7 @@ def project_velocity(v0, v1, v2, n0, n1, n2, c0, c1, c2, mu, kind):
     return c0 + t0, c1 + t1, c2 + t2
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def wall_velocity(pos0, pos1, pos2, v0, v1, v2, lo, hi, mu, kind):
     """Apply the domain-box walls to a node at pos (m) with velocity v: a node at or beyond a wall
     plane gets that wall's condition (static wall, inward normal)."""
@@ -76,7 +76,7 @@ def wall_velocity(pos0, pos1, pos2, v0, v1, v2, lo, hi, mu, kind):
     return v0, v1, v2
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def sample_field(phi, normal, vel, origin, inv_dx, x0, x1, x2):
     """Trilinear interpolation of the collider distance phi (m), normal and velocity at a point;
     returns (phi, n0, n1, n2, c0, c1, c2). Points outside the grid get +inf."""

@@ -52,17 +52,29 @@ class GridSpec:
         return tuple(int(math.ceil(n / BLOCK)) for n in self.shape)
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def _block_of(x, p, origin, inv_dx, nb):
+    bx = stencil_base((x[p, 0] - origin[0]) * inv_dx) // BLOCK
+    by = stencil_base((x[p, 1] - origin[1]) * inv_dx) // BLOCK
+    bz = stencil_base((x[p, 2] - origin[2]) * inv_dx) // BLOCK
+    return (bx * nb[1] + by) * nb[2] + bz
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def particle_blocks(x, origin, inv_dx, nb, key):
     """key[p] = linear index of the block holding particle p's stencil base."""
     for p in prange(x.shape[0]):
-        bx = stencil_base((x[p, 0] - origin[0]) * inv_dx) // BLOCK
-        by = stencil_base((x[p, 1] - origin[1]) * inv_dx) // BLOCK
-        bz = stencil_base((x[p, 2] - origin[2]) * inv_dx) // BLOCK
-        key[p] = (bx * nb[1] + by) * nb[2] + bz
+        key[p] = _block_of(x, p, origin, inv_dx, nb)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
+def particle_blocks_serial(x, origin, inv_dx, nb, key):
+    """Single-threaded particle_blocks."""
+    for p in range(x.shape[0]):
+        key[p] = _block_of(x, p, origin, inv_dx, nb)
+
+
+@njit(cache=True, fastmath=False, error_model="numpy")
 def counting_sort(key, nblocks, order, start):
     """order: particle indices sorted by key; start (nblocks + 1,): range of each block in order."""
     start[:] = 0
@@ -77,7 +89,7 @@ def counting_sort(key, nblocks, order, start):
         fill[k] += 1
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def colour_lists(start, nb, colour_blocks, colour_start, node_active):
     """Group non-empty particle blocks by colour (colour_blocks, colour_start (9,)) and mark the node
     blocks they touch (each block and its +1 neighbours) in node_active (nblocks,) uint8.
@@ -122,8 +134,9 @@ class Binning:
         self.origin = np.array(spec.origin, float)
         self.inv_dx = 1.0 / spec.dx
 
-    def update(self, x: np.ndarray) -> None:
-        particle_blocks(x, self.origin, self.inv_dx, self.nb, self.key)
+    def update(self, x: np.ndarray, parallel: bool = True) -> None:
+        """Bin particles x (n, 3) m; ``parallel`` picks the threaded key computation."""
+        (particle_blocks if parallel else particle_blocks_serial)(x, self.origin, self.inv_dx, self.nb, self.key)
         counting_sort(self.key, self.nblocks, self.order, self.start)
         colour_lists(self.start, self.nb, self.colour_blocks, self.colour_start, self.node_active)
         self.active_list = np.flatnonzero(self.node_active).astype(np.int64)

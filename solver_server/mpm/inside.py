@@ -27,7 +27,7 @@ def is_closed(triangles: np.ndarray) -> tuple:
     return odd == 0, odd
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def inside_columns(V, T, cx, cy, z0, dz, nz, scale):
     """inside (m, nz) bool for lattice points (cx[c], cy[c], z0 + k dz). V (n, 3) float64 vertices,
     T (t, 3) int32 triangles, scale (m) sizes the nudge."""

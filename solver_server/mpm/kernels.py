@@ -17,25 +17,25 @@ APIC_D_INV_FACTOR = 4.0
 """D^-1 = 4 / dx^2 for the quadratic B-spline."""
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def stencil_base(g: float) -> int:
     """First node index of the 3-node stencil for grid coordinate g (cells)."""
     return int(math.floor(g - 0.5))
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def weights_1d(fx: float):
     """Weights (w0, w1, w2) of the three stencil nodes for fx = g - base in [0.5, 1.5)."""
     return (0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2)
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def dweights_1d(fx: float):
     """Derivatives dN/dg of the three stencil weights (multiply by 1/dx for d/dx)."""
     return (fx - 1.5, 2.0 * (1.0 - fx), fx - 0.5)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def bspline(x: float) -> float:
     """The 1D quadratic B-spline N(x), x in cells (used by tests and docs)."""
     a = abs(x)
@@ -46,7 +46,7 @@ def bspline(x: float) -> float:
     return 0.0
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def stencil_weights(gp: np.ndarray, base: np.ndarray, w: np.ndarray, dw: np.ndarray) -> None:
     """Fill base (3,) int, w (3, 3) and dw (3, 3) [axis, node] for grid coordinate gp (3,)."""
     for d in range(3):

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def sym_eig3(A: np.ndarray, V: np.ndarray) -> None:
     """Diagonalise the symmetric 3x3 A in place by cyclic Jacobi rotations; V receives the
     eigenvectors as columns (A_in = V diag(A_out) V^T)."""
@@ -65,7 +65,7 @@ def sym_eig3(A: np.ndarray, V: np.ndarray) -> None:
                 V[k, q] = s * vkp + c * vkq
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def svd3(F: np.ndarray, U: np.ndarray, sig: np.ndarray, V: np.ndarray, work: np.ndarray) -> None:
     """F (3, 3) = U diag(sig) V^T with U, V rotations, sig[0] >= sig[1] >= |sig[2]|, sign(sig[2]) =
     sign(det F). ``work`` is a (3, 3) scratch array."""
@@ -143,7 +143,7 @@ def svd3(F: np.ndarray, U: np.ndarray, sig: np.ndarray, V: np.ndarray, work: np.
     sig[2] = U[0, 2] * fx + U[1, 2] * fy + U[2, 2] * fz
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def det3(F: np.ndarray) -> float:
     """Determinant of a 3x3 matrix."""
     return (F[0, 0] * (F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1])
@@ -151,7 +151,7 @@ def det3(F: np.ndarray) -> float:
             + F[0, 2] * (F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0]))
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def compose_usv(U: np.ndarray, sig: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
     """out = U diag(sig) V^T."""
     for i in range(3):
@@ -159,7 +159,7 @@ def compose_usv(U: np.ndarray, sig: np.ndarray, V: np.ndarray, out: np.ndarray) 
             out[i, j] = U[i, 0] * sig[0] * V[j, 0] + U[i, 1] * sig[1] * V[j, 1] + U[i, 2] * sig[2] * V[j, 2]
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def compose_udu(U: np.ndarray, diag: np.ndarray, out: np.ndarray) -> None:
     """out = U diag(diag) U^T (symmetric)."""
     for i in range(3):

@@ -109,7 +109,7 @@ def initial_plastic_state(material: Material) -> float:
     return 1.0 if material.mpm_material == "snow" else 0.0
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def constitutive(F, C, plastic, prm, U, sig, V, work, diag, tau):
     """Return-map the trial elastic F (3, 3) in place for the material row ``prm`` and write the
     Kirchhoff stress (Pa) into tau (3, 3). C is the APIC velocity gradient (1/s) for viscosity.

@@ -21,7 +21,7 @@ BAND = 3.0
 """Band half-width in cells where the distance field is computed."""
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def closest_on_triangle(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz):
     """Barycentric (u, v, w) of the closest point to p on triangle abc (Ericson, Real-Time
     Collision Detection §5.1.5)."""
@@ -60,7 +60,7 @@ def closest_on_triangle(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz):
     return 1.0 - v - w, v, w
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def band_distance(V, Vel, T, origin, dx, band, dist, cp, cvel, ftri):
     """Unsigned distance (m), closest point and its velocity for nodes within ``band`` (m) of any
     triangle; nodes keep the smallest distance. Serial over triangles (race-free)."""
@@ -103,7 +103,7 @@ def band_distance(V, Vel, T, origin, dx, band, dist, cp, cvel, ftri):
                         ftri[i, j, k] = t
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def finish_field(V, T, dist, cp, cvel, ftri, inside, closed, thickness, origin, dx, mu,
                  phi, normal, vel, fric):
     """Turn the band's unsigned distances into a signed field and merge it into (phi, normal, vel,

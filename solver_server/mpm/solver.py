@@ -83,7 +83,7 @@ class MPMSolver:
     def p2g(self, dt: float) -> None:
         """Bin particles, zero the active grid, scatter (grid holds momentum afterwards)."""
         b = self.binning
-        b.update(self.x)
+        b.update(self.x, self.parallel)
         if not self.parallel:
             transfer.zero_active_serial(b.active_list, b.nb, self.gm, self.gv)
             transfer.p2g_serial(self.x, self.v, self.C, self.tau, self.mass, self.vol0, self.origin, self.spec.dx,

@@ -22,7 +22,7 @@ from .kernels import weights_1d
 from .materials import constitutive
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def _zero_block(b, nb, gm, gv):
     nx, ny, nz = gm.shape
     az = b % nb[2]
@@ -37,21 +37,21 @@ def _zero_block(b, nb, gm, gv):
                 gv[i, j, k, 2] = 0.0
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def zero_active(active_list, nb, gm, gv):
     """Zero mass and momentum on the active node blocks."""
     for t in prange(active_list.shape[0]):
         _zero_block(active_list[t], nb, gm, gv)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def zero_active_serial(active_list, nb, gm, gv):
     """Single-threaded zero_active."""
     for t in range(active_list.shape[0]):
         _zero_block(active_list[t], nb, gm, gv)
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv):
     g0 = (x[p, 0] - origin[0]) * inv_dx
     g1 = (x[p, 1] - origin[1]) * inv_dx
@@ -93,7 +93,7 @@ def _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv):
                 gv[b0 + i, b1 + j, b2 + k, 2] += w * (mv2 + a20 * d0 + a21 * d1 + a22 * d2)
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, origin, dx, dt, gm, gv):
     """Scatter particle mass (kg), momentum plus APIC affine momentum and stress impulse (kg m/s)
     to the grid, colour by colour (race-free)."""
@@ -105,7 +105,7 @@ def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, ori
                 _scatter(order[idx], x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv):
     """Single-threaded P2G (no binning needed): used for small particle counts, where the cost of
     waking threads on a busy machine exceeds the work."""
@@ -114,7 +114,7 @@ def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv):
         _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
                   has_colliders, phi, cnormal, cvel, cmu, coll_kind):
     nx, ny, nz = gm.shape
@@ -141,7 +141,7 @@ def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_
                 gv[i, j, k, 2] = v2
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def grid_update(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
                 has_colliders, phi, cnormal, cvel, cmu, coll_kind):
     """Momentum -> velocity (m/s), add gravity dt, then colliders and walls (boundary.py), on the
@@ -151,7 +151,7 @@ def grid_update(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_m
                       has_colliders, phi, cnormal, cvel, cmu, coll_kind)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
                        has_colliders, phi, cnormal, cvel, cmu, coll_kind):
     """Single-threaded grid_update."""
@@ -160,7 +160,7 @@ def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi,
                       has_colliders, phi, cnormal, cvel, cmu, coll_kind)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
                   has_colliders, phi, cnormal, cvel):
     inv_dx = 1.0 / dx
@@ -269,7 +269,7 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
         v[p, 2] = nv2
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
         has_colliders, phi, cnormal, cvel, nchunks):
     """Gather velocity and C = (4/dx^2) sum w v (x_i - x_p)^T, update F <- (I + dt C) F, return-map
@@ -286,7 +286,7 @@ def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
                       origin, dx, dt, gv, lo, hi, has_colliders, phi, cnormal, cvel)
 
 
-@njit(cache=True, fastmath=False, parallel=True)
+@njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def init_stress(F, C, tau, plastic, mat, params, nchunks):
     """Return-map the initial F and compute the initial Kirchhoff stress (Pa) of every particle."""
     n = F.shape[0]
@@ -311,7 +311,7 @@ def init_stress(F, C, tau, plastic, mat, params, nchunks):
                     tau[p, a, c] = T[a, c]
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def max_speed(v):
     """Largest particle speed (m/s)."""
     m = 0.0

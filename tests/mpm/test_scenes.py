@@ -1,0 +1,117 @@
+"""Physics scenes (book §30-31 case studies and DIGEST §4 checks), coarse enough for the default
+suite; each compares against an analytic result, a conservation law or a guarantee."""
+import numpy as np
+import pytest
+
+from solver_server.backends.mpm_backend import MPMBackend
+from solver_server.mpm.materials import preset
+from .scenes import collider_box, granular, scene
+
+G = 9.81
+
+
+def test_elastic_block_bounces_then_rests_never_below_ground():
+    mat = preset("elastic", youngs_modulus=1e5, particle_spacing=0.025)
+    be = MPMBackend(scene([granular("Jelly", (0.4, 0.4, 0.1), (0.6, 0.6, 0.3), mat)], frames=48,
+                          domain=((0, 0, 0), (1, 1, 1)), friction=0.5))
+    s = be.solver
+    vz, ke, zmin = [], [], []
+    for _ in range(48):
+        r = be.advance()
+        p = r.positions["Jelly"]
+        zmin.append(p[:, 2].min())
+        vz.append(np.average(s.v[:, 2], weights=s.mass))
+        ke.append(0.5 * (s.mass * (s.v ** 2).sum(1)).sum())
+    vz = np.array(vz)
+    assert min(zmin) >= 0.0                      # no particle inside the ground, ever
+    hit = int(np.argmax(vz < -1.0))              # falling ...
+    assert vz[hit:].max() > 0.5                  # ... then bouncing back up
+    # free fall before contact: v = -g t (0.1 m drop, contact after ~0.14 s = 3 frames)
+    assert vz[1] == pytest.approx(-G * 2 / 24, rel=0.05)
+    assert max(ke[-6:]) < 0.05 * max(ke)         # comes to rest
+    assert np.mean(zmin[-6:]) < 0.1              # resting on the ground (within about a cell)
+
+
+def test_two_elastic_blocks_collide_conserving_momentum():
+    """Book §30 two colliding blocks, in 3D, asymmetric so the total momentum is not trivially 0."""
+    mat = preset("elastic", youngs_modulus=1e4, poisson_ratio=0.3, particle_spacing=0.02)
+    a = granular("Left", (0.2, 0.4, 0.4), (0.36, 0.56, 0.56), mat, velocity=(3.0, 0, 0))
+    b = granular("Right", (0.5, 0.42, 0.42), (0.62, 0.54, 0.54), mat, velocity=(-2.0, 0, 0))
+    be = MPMBackend(scene([a, b], frames=5, fps=30, gravity=(0, 0, 0), domain=((0, 0, 0), (1, 1, 1))))
+    s = be.solver
+    la, lb = be.ranges["Left"], be.ranges["Right"]
+    p0 = s.total_momentum()
+    scale = np.abs(s.mass[:, None] * s.v).sum(0)[0]
+    for _ in range(5):
+        be.advance()
+        assert s.x[:, 0].min() > 0.05 and s.x[:, 0].max() < 0.95   # walls not reached
+        assert np.allclose(s.total_momentum(), p0, rtol=0, atol=0.01 * scale)
+    va = np.average(s.v[la[0]:la[1], 0], weights=s.mass[la[0]:la[1]])
+    vb = np.average(s.v[lb[0]:lb[1], 0], weights=s.mass[lb[0]:lb[1]])
+    assert va < 3.0 - 1.0 and vb > -2.0 + 1.0    # they hit each other and exchanged momentum
+
+
+def pile_angle(p, dx, floor):
+    """Slope angle (degrees) of a pile's right flank: line fit of the surface profile (95th
+    percentile height per column of width dx) between 20 % and 80 % of the pile height."""
+    edges = np.arange(0.0, p[:, 0].max() + dx, dx)
+    idx = np.digitize(p[:, 0], edges)
+    xs, hs = [], []
+    for k in np.unique(idx):
+        sel = idx == k
+        if sel.sum() >= 5:
+            xs.append(p[sel, 0].mean())
+            hs.append(np.percentile(p[sel, 2], 95) - floor)
+    xs, hs = np.array(xs), np.array(hs)
+    top = hs.max()
+    m = (hs > 0.2 * top) & (hs < 0.8 * top) & (xs > xs[np.argmax(hs)])
+    slope = np.polyfit(xs[m], hs[m], 1)[0]
+    return np.degrees(np.arctan(-slope))
+
+
+@pytest.mark.parametrize("phi", [30.0, pytest.param(40.0, marks=pytest.mark.xfail(
+    reason="piles settle near 31 deg for phi = 40 at this resolution (docs/mpm.md, limits)", strict=False))])
+def test_sand_column_collapses_to_its_friction_angle(phi):
+    """Quasi-2D column (frictionless side walls, symmetry wall on the left) on a rough floor
+    collider: the flank of the final pile stands at the friction angle."""
+    s = 0.01
+    dx = 2 * s
+    width = 4 * dx
+    mat = preset("sand", friction_angle=phi, particle_spacing=s)
+    floor = collider_box("Floor", (-0.2, -0.2, -0.2), (1.4, width + 0.2, 0.02), friction=1.0)
+    sand = granular("Sand", (0.0, 0.0, 0.02), (0.25, width, 0.22), mat)
+    be = MPMBackend(scene([sand, floor], frames=18, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
+    for _ in range(18):
+        r = be.advance()
+    assert r.stats["max_speed"] < 0.05  # settled
+    p = r.positions["Sand"].astype(float)
+    assert p[:, 2].min() >= 0.02 - 1e-6  # nothing sank into the floor collider
+    assert p[:, 0].max() > 0.3           # it did collapse
+    assert pile_angle(p, dx, 0.02) == pytest.approx(phi, abs=5.0)
+
+
+def test_dam_break_front_moves_at_the_ritter_speed():
+    """Ritter's shallow-water dam break: the front runs at 2 sqrt(g h0). After the initial
+    acceleration (t sqrt(g/h0) < ~1.2, where the column is not shallow yet) the front position is
+    a Ritter line x0 + 2 sqrt(g h0) (t - t0); we check the fitted speed within 15 %."""
+    s = 0.01
+    dx = 2 * s
+    width = 4 * dx
+    h0, L = 0.2, 0.4
+    mat = preset("water", particle_spacing=s)
+    be = MPMBackend(scene([granular("Water", (0, 0, 0), (L, width, h0), mat)], frames=24, fps=60,
+                          domain=((0, 0, 0), (2.0, width, 0.4)), friction=0.0))
+    ts, fronts = [], []
+    for f in range(24):
+        r = be.advance()
+        ts.append((f + 1) / 60)
+        fronts.append(np.percentile(r.positions["Water"][:, 0], 99.9))
+    ts, fronts = np.array(ts), np.array(fronts)
+    T = ts * np.sqrt(G / h0)
+    late = T > 1.2
+    speed, intercept = np.polyfit(ts[late], fronts[late], 1)
+    ritter = 2 * np.sqrt(G * h0)
+    assert speed == pytest.approx(ritter, rel=0.15)
+    resid = fronts[late] - (speed * ts[late] + intercept)
+    assert np.abs(resid).max() < 0.15 * (fronts[-1] - L)   # the front really follows a line
+    assert np.all(np.diff(fronts) > -1e-3)                  # and never retreats
