@@ -98,15 +98,12 @@ def point_triangle_stencil(p, t0, t1, t2):
     s1 = sub(t1, t0)
     s2 = sub(t2, t0)
     w = sub(p, t0)
-    a = dot(s1, s1)
-    b = dot(s1, s2)
-    c = dot(s2, s2)
-    det = a * c - b * b
-    if det > 1e-20 * a * c and det > 0.0:
-        d = dot(s1, w)
-        e = dot(s2, w)
-        b1 = (c * d - b * e) / det
-        b2 = (a * e - b * d) / det
+    n = cross(s1, s2)
+    nn = dot(n, n)
+    # barycentrics of the projection from cross products (no a*c - b^2 cancellation)
+    if nn > PARALLEL_EPS * dot(s1, s1) * dot(s2, s2) and nn > 0.0:
+        b1 = dot(cross(w, s2), n) / nn
+        b2 = dot(cross(s1, w), n) / nn
         if b1 >= 0.0 and b2 >= 0.0 and b1 + b2 <= 1.0:
             return KIND_PT, 0, 1, 2, 3, point_plane_dist2(p, t0, t1, t2)
     # boundary: edges (1,2), (2,3), (3,1)
@@ -145,16 +142,13 @@ def edge_edge_stencil(a0, a1, b0, b1):
     """
     ea = sub(a1, a0)
     eb = sub(b1, b0)
-    w = sub(a0, b0)
-    a = dot(ea, ea)
-    b = dot(ea, eb)
-    c = dot(eb, eb)
-    d = dot(ea, w)
-    e = dot(eb, w)
-    det = a * c - b * b
-    if det > PARALLEL_EPS * a * c and det > 0.0:
-        sa = (b * e - c * d) / det
-        sb = (a * e - b * d) / det
+    n = cross(ea, eb)
+    nn = dot(n, n)
+    # parallel test and line parameters from the cross product: a*c - b^2 would cancel
+    if nn > PARALLEL_EPS * dot(ea, ea) * dot(eb, eb) and nn > 0.0:
+        wb = sub(b0, a0)
+        sa = dot(cross(wb, eb), n) / nn
+        sb = dot(cross(wb, ea), n) / nn
         if 0.0 < sa < 1.0 and 0.0 < sb < 1.0:
             return KIND_EE, 0, 1, 2, 3, line_line_dist2(a0, a1, b0, b1)
     best_kind = KIND_PP
