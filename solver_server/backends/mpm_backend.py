@@ -213,7 +213,7 @@ class MPMBackend(Backend):
             return
         field = self.solver.colliders
         field.clear()
-        a = (k + 0.5) / n
+        a = (k + 1.0) / n  # end of the sub-interval: particles end the frame outside the final surface
         for c in self.colliders:
             p0, p1 = self._collider_frames(c)
             pos = (1 - a) * p0 + a * p1

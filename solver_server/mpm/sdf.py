@@ -167,6 +167,18 @@ def finish_field(V, T, dist, cp, cvel, ftri, inside, closed, thickness, origin, 
                 fric[i, j, k] = mu
 
 
+def distance_triangles(V: np.ndarray, T: np.ndarray, spec) -> np.ndarray:
+    """Triangles of a closed collider that bound the free region: faces lying on or beyond a domain
+    wall are dropped. A box standing on the floor then pushes particles caught under it out
+    through its sides (the nearest point of the free space), not down through the floor. The
+    inside test still uses every triangle."""
+    lo = np.asarray(spec.domain_min) + 1e-9 * spec.dx
+    hi = np.asarray(spec.domain_max) - 1e-9 * spec.dx
+    P = V[T]  # (t, 3 vertices, 3 coords)
+    outside = np.any(np.all(P <= lo, axis=1) | np.all(P >= hi, axis=1), axis=1)
+    return np.ascontiguousarray(T[~outside])
+
+
 class ColliderField:
     """Dense per-node collider data over the MPM grid: phi (m, +inf far away), outward normal,
     collider velocity (m/s) and friction coefficient."""
@@ -199,17 +211,23 @@ class ColliderField:
         T = np.ascontiguousarray(triangles, np.int32)
         band = BAND * spec.dx + thickness
         self._dist.fill(np.inf)
-        band_distance(V, Vel, T, origin, spec.dx, band, self._dist, self._cp, self._cvel, self._ftri)
+        Td = distance_triangles(V, T, spec) if closed else T
+        if Td.shape[0] == 0:
+            return
+        band_distance(V, Vel, Td, origin, spec.dx, band, self._dist, self._cp, self._cvel, self._ftri)
         nx, ny, nz = spec.shape
         if closed:
             xs = origin[0] + spec.dx * np.arange(nx)
             ys = origin[1] + spec.dx * np.arange(ny)
             cx, cy = np.meshgrid(xs, ys, indexing="ij")
-            inside = inside_columns(V, T, cx.ravel().copy(), cy.ravel().copy(), float(origin[2]), spec.dx, nz,
+            # nodes are classified a hair above their position, so a node lying exactly on a face
+            # (a collider standing on the floor plane) counts as inside that collider
+            inside = inside_columns(V, T, cx.ravel().copy(), cy.ravel().copy(), float(origin[2]) + 1e-7 * spec.dx,
+                                    spec.dx, nz,
                                     float(np.ptp(V, axis=0).max() + spec.dx))
         else:
             inside = np.zeros((1, 1), np.bool_)
-        finish_field(V, T, self._dist, self._cp, self._cvel, self._ftri, inside, closed, thickness, origin,
+        finish_field(V, Td, self._dist, self._cp, self._cvel, self._ftri, inside, closed, thickness, origin,
                      spec.dx, friction, self.phi, self.normal, self.vel, self.fric)
 
     @property

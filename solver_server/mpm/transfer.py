@@ -21,6 +21,10 @@ from .grid import BLOCK
 from .kernels import weights_1d
 from .materials import constitutive
 
+SURFACE_TOL = 1e-6
+"""Grid nodes whose collider distance is below SURFACE_TOL dx (on the surface up to round-off, or
+inside) get the collider boundary condition, like wall nodes on the wall plane."""
+
 
 @njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def _zero_block(b, nb, gm, gv):
@@ -130,7 +134,7 @@ def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_
                 v0 = gv[i, j, k, 0] / m + dt * gravity[0]
                 v1 = gv[i, j, k, 1] / m + dt * gravity[1]
                 v2 = gv[i, j, k, 2] / m + dt * gravity[2]
-                if has_colliders and phi[i, j, k] < 0.0:
+                if has_colliders and phi[i, j, k] < SURFACE_TOL * dx:  # on or inside the surface
                     v0, v1, v2 = project_velocity(v0, v1, v2, cnormal[i, j, k, 0], cnormal[i, j, k, 1],
                                                   cnormal[i, j, k, 2], cvel[i, j, k, 0], cvel[i, j, k, 1],
                                                   cvel[i, j, k, 2], cmu[i, j, k], coll_kind)

@@ -1,0 +1,66 @@
+"""Constitutive guarantees after the return mappings, on real impacts: stresses stay on or inside
+each yield surface, snow singular values stay in their clamp range, water keeps no shear."""
+import numpy as np
+import pytest
+
+from solver_server.backends.mpm_backend import MPMBackend
+from solver_server.mpm.materials import drucker_prager_alpha, lame, preset
+from .scenes import granular, scene
+
+
+def dropped(material, frames=6):
+    be = MPMBackend(scene([granular("Body", (0.35, 0.35, 0.05), (0.6, 0.6, 0.3), material)], frames=frames,
+                          domain=((0, 0, 0), (1, 1, 1)), friction=0.5))
+    for _ in range(frames):
+        be.advance()
+    return be.solver
+
+
+def dev_norm(tau):
+    tr = np.trace(tau, axis1=1, axis2=2)
+    dev = tau - tr[:, None, None] / 3 * np.eye(3)
+    return np.linalg.norm(dev, axis=(1, 2)), tr
+
+
+def test_sand_stress_stays_in_the_drucker_prager_cone():
+    mat = preset("sand", friction_angle=35.0, particle_spacing=0.025)
+    s = dropped(mat)
+    nd, tr = dev_norm(s.tau)
+    alpha = drucker_prager_alpha(35.0)
+    assert (tr < -1.0).sum() > 100                      # a real compressed pile
+    assert np.all(tr <= 1e-9 * np.abs(tr).max())         # no tension
+    assert np.all(nd <= -alpha * tr + 1e-6 * np.abs(tr).max() + 1e-9)
+    assert np.any(nd >= 0.99 * -alpha * tr)              # some particles yield (on the cone)
+    assert np.any(s.plastic != 0.0)                      # volume correction in use
+
+
+def test_mud_deviatoric_stress_is_bounded_by_the_yield_stress():
+    mat = preset("mud", yield_stress=200.0, viscosity=0.0, particle_spacing=0.025)
+    s = dropped(mat)
+    nd, _ = dev_norm(s.tau)
+    assert nd.max() <= 200.0 * (1 + 1e-6)
+    assert nd.max() >= 0.99 * 200.0 and s.plastic.max() > 0
+    # a weak mud slumps, a strong one keeps its 0.25 m height
+    strong = dropped(preset("mud", yield_stress=1e5, viscosity=0.0, particle_spacing=0.025), frames=12)
+    weak = dropped(preset("mud", yield_stress=20.0, viscosity=0.0, particle_spacing=0.025), frames=12)
+    height = lambda sol: np.ptp(sol.x[:, 2])
+    assert height(strong) > 0.2 and height(weak) < 0.8 * height(strong)
+
+
+def test_snow_singular_values_stay_in_the_clamp_and_it_hardens():
+    mat = preset("snow", particle_spacing=0.025)
+    s = dropped(mat)
+    sv = np.linalg.svd(s.F, compute_uv=False)
+    assert sv.min() >= 1 - mat.critical_compression - 1e-9
+    assert sv.max() <= 1 + mat.critical_stretch + 1e-9
+    assert s.plastic.min() < 0.99                        # compacted on impact: J_P < 1 (hardening)
+
+
+def test_water_keeps_isotropic_deformation_and_no_tension():
+    mat = preset("water", particle_spacing=0.025, viscosity=0.0)
+    s = dropped(mat)
+    off = s.F - np.einsum("nii->n", s.F)[:, None, None] / 3 * np.eye(3)
+    assert np.abs(off).max() < 1e-12                     # F = J^(1/3) I
+    assert np.linalg.det(s.F).max() <= 1.0 + 1e-12        # no tension (J <= 1)
+    nd, tr = dev_norm(s.tau)
+    assert nd.max() < 1e-9 * np.abs(tr).max() and tr.max() <= 0
