@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .mesh import CollisionMesh
+from .threads import threads_for
 
 MAX_CELLS = 64
 
@@ -104,7 +105,7 @@ def _overlap(qlo, qhi, tlo, thi, q, t):
             and qlo[q, 2] <= thi[t, 2] and tlo[t, 2] <= qhi[q, 2])
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
     """Topological and body filters. mode 0: (vertex q, face t); mode 1: (edge q, edge t), q < t;
     mode 2: (edge q, face t) for intersection checks (topology only, no body filter)."""
@@ -135,7 +136,7 @@ def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
     return True
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
                self_contact, static, out, pos):
     """Visit the pairs of query q; write them at out[pos:] if out has rows. Returns the count."""
@@ -220,6 +221,11 @@ def _box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, stat
 def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:
     x0 = np.ascontiguousarray(x0, dtype=np.float64).reshape(-1, 3)
     x1 = np.ascontiguousarray(x1, dtype=np.float64).reshape(-1, 3)
+    with threads_for(mesh.n_verts + mesh.edges.shape[0]):
+        return _candidates_impl(x0, x1, mesh, dhat)
+
+
+def _candidates_impl(x0, x1, mesh, dhat):
     half = 0.5 * float(dhat)
     verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
     vlo, vhi = _boxes(x0, x1, verts, mesh.vertex_offset + half)

@@ -19,6 +19,7 @@ from .broad_phase import find_candidates_ccd
 from .distance import point_triangle_stencil, edge_edge_stencil
 from .mesh import CollisionMesh
 from .pairs import pair_set
+from .threads import threads_for
 
 DEFAULT_MAX_ITER = 1_000_000
 
@@ -133,6 +134,7 @@ def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float
     cands = find_candidates_ccd(x, x + p, mesh, 0.0)
     if len(cands) == 0:
         return 1.0
-    ps = pair_set(cands, mesh, x)
-    toi = _accd_all(x, p, ps.ids, ps.is_ee, ps.off, float(eta), 1.0, int(max_iter))
+    with threads_for(len(cands)):
+        ps = pair_set(cands, mesh, x)
+        toi = _accd_all(x, p, ps.ids, ps.is_ee, ps.off, float(eta), 1.0, int(max_iter))
     return float(min(1.0, toi.min()))

@@ -25,6 +25,7 @@ from .broad_phase import Candidates
 from .distance import stencil_closest
 from .mesh import CollisionMesh
 from .pairs import pair_set, pair_stencil, contact_distances, local_positions
+from .threads import threads_for
 
 
 @dataclass
@@ -89,6 +90,11 @@ def _setup(x, ids, is_ee, off, active, vbody, body_mu, dhat, kappa):
 def friction_setup(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float,
                    kappa: float) -> FrictionSet:
     """Freeze normal forces, closest points, tangent bases and mu of the pairs active at x."""
+    with threads_for(len(cands)):
+        return _friction_setup(x, cands, mesh, dhat, kappa)
+
+
+def _friction_setup(x, cands, mesh, dhat, kappa):
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     ps = pair_set(cands, mesh, x)
     if len(ps) == 0:
@@ -197,7 +203,8 @@ def friction_energy(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h:
     if len(fs) == 0:
         return 0.0
     x, x_prev = _xs(x, x_prev)
-    return float(_energy(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h)))
+    with threads_for(len(fs)):
+        return float(_energy(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h)))
 
 
 def friction_gradient(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h: float) -> np.ndarray:
@@ -205,7 +212,8 @@ def friction_gradient(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_
     x, x_prev = _xs(x, x_prev)
     if len(fs) == 0:
         return np.zeros(x.size)
-    return _gradient(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h))
+    with threads_for(len(fs)):
+        return _gradient(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h))
 
 
 def friction_hessian(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h: float,
@@ -214,4 +222,5 @@ def friction_hessian(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h
     x, x_prev = _xs(x, x_prev)
     if len(fs) == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
-    return _hessian(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h), bool(project_psd))
+    with threads_for(len(fs)):
+        return _hessian(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h), bool(project_psd))

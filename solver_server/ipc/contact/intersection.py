@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .broad_phase import _boxes, _box_pairs
+from .threads import threads_for
 
 _EPS = 2.0 ** -53
 _O3D_BOUND = (7.0 + 56.0 * _EPS) * _EPS
@@ -130,6 +131,11 @@ def _exact_edge_triangle(x, a, b, t0, t1, t2) -> bool:
 def find_intersections(x: np.ndarray, faces: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """(k, 2) int32 rows (edge index, face index) of every edge that meets a triangle it does not
     share a vertex with (all meshes, self included). x (n, 3) in metres."""
+    with threads_for(len(faces) + len(edges)):
+        return _find_intersections(x, faces, edges)
+
+
+def _find_intersections(x, faces, edges):
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     faces = np.ascontiguousarray(faces, dtype=np.int32).reshape(-1, 3)
     edges = np.ascontiguousarray(edges, dtype=np.int32).reshape(-1, 2)

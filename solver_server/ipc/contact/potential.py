@@ -9,6 +9,7 @@ the caller's energy units; derivatives are w.r.t. the flattened positions (3n DO
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
 from .pairs import pair_set, pair_stencil, contact_distances, local_positions
 from .psd import project_psd
+from .threads import threads_for
 
 
 @njit(cache=True, fastmath=False)
@@ -136,7 +138,7 @@ def _prep(x, cands, mesh):
     return x, pair_set(cands, mesh, x)
 
 
-def barrier_energy(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float) -> float:
+def _barrier_energy_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float) -> float:
     """kappa * sum of mollified barriers over the candidate pairs (inf if any contact distance <= 0)."""
     x, ps = _prep(x, cands, mesh)
     if len(ps) == 0:
@@ -144,7 +146,7 @@ def barrier_energy(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: 
     return float(kappa) * float(_energy(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat)))
 
 
-def barrier_gradient(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float,
+def _barrier_gradient_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float,
                      kappa: float) -> np.ndarray:
     """Gradient (3n,) of barrier_energy w.r.t. the flattened positions."""
     x, ps = _prep(x, cands, mesh)
@@ -154,7 +156,7 @@ def barrier_gradient(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat
     return float(kappa) * _gradient(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), active)
 
 
-def barrier_hessian(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float,
+def _barrier_hessian_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float,
                     project_psd: bool = True):
     """Hessian of barrier_energy as COO triplets (rows int32, cols int32, vals float64) in 3n-DOF
     numbering (duplicates are summed by scipy.sparse). Each pair's 12x12 block is PSD-projected
@@ -167,7 +169,7 @@ def barrier_hessian(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat:
     return rows, cols, float(kappa) * vals
 
 
-def count_active(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float) -> int:
+def _count_active_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float) -> int:
     """Number of candidate pairs with contact distance below dhat."""
     x, ps = _prep(x, cands, mesh)
     if len(ps) == 0:
@@ -175,7 +177,7 @@ def count_active(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: fl
     return int(_active(x, ps.ids, ps.is_ee, ps.off, float(dhat)).shape[0])
 
 
-def min_distance(x: np.ndarray, cands: Candidates, mesh: CollisionMesh) -> float:
+def _min_distance_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh) -> float:
     """Smallest contact distance (m, offsets subtracted) over the candidate pairs; inf if none."""
     x, ps = _prep(x, cands, mesh)
     if len(ps) == 0:
@@ -183,7 +185,25 @@ def min_distance(x: np.ndarray, cands: Candidates, mesh: CollisionMesh) -> float
     return float(contact_distances(x, ps.ids, ps.is_ee, ps.off).min())
 
 
-def contact_distance_array(x: np.ndarray, cands: Candidates, mesh: CollisionMesh) -> np.ndarray:
+def _contact_distance_array_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh) -> np.ndarray:
     """Contact distance (m) of every candidate pair, point-triangle pairs first then edge-edge."""
     x, ps = _prep(x, cands, mesh)
     return contact_distances(x, ps.ids, ps.is_ee, ps.off)
+
+
+def _threaded(impl):
+    """Public wrapper: same signature as impl, thread policy from the candidate count."""
+    def wrapper(x, cands, *args, **kwargs):
+        with threads_for(len(cands)):
+            return impl(x, cands, *args, **kwargs)
+    functools.update_wrapper(wrapper, impl)
+    wrapper.__name__ = wrapper.__qualname__ = impl.__name__[1:-len("_impl")]
+    return wrapper
+
+
+barrier_energy = _threaded(_barrier_energy_impl)
+barrier_gradient = _threaded(_barrier_gradient_impl)
+barrier_hessian = _threaded(_barrier_hessian_impl)
+count_active = _threaded(_count_active_impl)
+min_distance = _threaded(_min_distance_impl)
+contact_distance_array = _threaded(_contact_distance_array_impl)
