@@ -26,6 +26,7 @@ class IPCBackend(Backend):
         scene.validate()
         st = scene.settings
         self.system = build_system(scene, self.progress, tet_spacing)
+        _choose_threads(self.system)
         self.progress("compiling", 0.0)
         ct = None
         if contact and len(self.system.coll_faces) + len(self.system.coll_edges) > 0:
@@ -94,6 +95,18 @@ class IPCBackend(Backend):
         self.stepper.x = x.copy()
         self.stepper.v = np.asarray(state["v"], np.float64).copy()
         self.frame = int(frame)
+
+
+SMALL_PROBLEM = 20000  # elements; below this numba's thread start-up costs more than it saves
+
+
+def _choose_threads(system) -> None:
+    """Run small scenes single-threaded: per-kernel parallel launch overhead (ms on a loaded 2-core
+    machine) dominates kernels over a few thousand elements."""
+    import numba
+    el = system.elastic
+    n = len(el.tets) + len(el.tris) + len(el.hinges) + len(el.rod_edges) + len(el.rod_bends)
+    numba.set_num_threads(1 if n < SMALL_PROBLEM else numba.config.NUMBA_NUM_THREADS)
 
 
 def _hit_pairs(hits, mesh) -> list:
