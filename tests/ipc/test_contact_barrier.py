@@ -194,3 +194,17 @@ def test_adaptive_kappa_balances_gradients_and_update_rule():
     assert update_kappa(5.0, 1e-6 * DHAT, 2e-6 * DHAT, DHAT, kappa_max=7.0) == 7.0
     assert update_kappa(5.0, 3e-6 * DHAT, 2e-6 * DHAT, DHAT) == 5.0      # making progress
     assert update_kappa(5.0, 0.5 * DHAT, 0.6 * DHAT, DHAT) == 5.0        # far away
+
+
+def test_reduced_psd_projection_equals_full_projection():
+    from solver_server.ipc.contact.psd import project_psd, project_psd_translation_invariant
+    from solver_server.ipc.contact.distance import edge_edge_dist2_grad_hess
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        X = rng.normal(size=12)
+        _, g, H = edge_edge_dist2_grad_hess(X)
+        H = H - 2.0 * np.outer(g, g)                  # translation invariant and indefinite
+        P = project_psd_translation_invariant(H)
+        assert_close(P, project_psd(H), rel=1e-12, abs_=1e-12)
+        assert np.linalg.eigvalsh(P).min() >= -1e-12 * np.abs(P).max()
+        assert np.linalg.eigvalsh(H).min() < 0

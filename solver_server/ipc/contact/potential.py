@@ -21,7 +21,7 @@ from .distance import stencil_grad_hess
 from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
 from .pairs import pair_set, pair_stencil, contact_distances, local_positions
-from .psd import project_psd
+from .psd import project_psd_translation_invariant
 from .threads import threads_for
 
 
@@ -122,7 +122,7 @@ def _hessian(x, ids, is_ee, off, epsx, dhat, active, project):
         H = np.zeros((12, 12))
         pair_barrier(X, pair_stencil(x, ids, is_ee, k), is_ee[k], off[k], epsx[k], dhat, g, H, True, True)
         if project:
-            H = project_psd(H)
+            H = project_psd_translation_invariant(H)
         base = j * 144
         for p in range(12):
             rp = 3 * ids[k, p // 3] + p % 3
