@@ -47,7 +47,7 @@ def gather_pairs(pt, ee, faces, edges, face_offset, edge_offset, vertex_offset, 
     return ids, is_ee, off, epsx
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def pair_stencil(x, ids, is_ee, k):
     """Closest-feature stencil and squared distance of pair k at positions x (n, 3)."""
     if is_ee[k]:
@@ -66,7 +66,7 @@ def contact_distances(x, ids, is_ee, off):
     return s
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def local_positions(x, ids, k):
     X = np.empty(12)
     for i in range(4):
