@@ -48,3 +48,60 @@ def test_animated_paddle_pushes_sand_and_nothing_gets_inside():
         assert depth.max() < 0.1 * be.dx
     assert np.mean(p[:, 0] >= phi_[0] - 0.02) > 0.9   # the sand was pushed ahead of the paddle
     assert p[:, 0].mean() > x0 + 0.02
+
+
+@pytest.mark.parametrize("mu", [0.2, 0.5])
+def test_sliding_block_decelerates_at_mu_g(mu):
+    """Coulomb friction of the separating wall condition: a block sliding on the ground slows
+    down at mu g (an analytic result), then stops."""
+    mat = preset("elastic", youngs_modulus=1e5, particle_spacing=0.02)
+    block = granular("Block", (0.1, 0.4, 0.0), (0.26, 0.56, 0.1), mat, velocity=(2.0, 0, 0))
+    fps = 48
+    be = MPMBackend(scene([block], frames=16, fps=fps, domain=((0, 0, 0), (1.2, 1, 1)), friction=mu))
+    s = be.solver
+    t, v = [], []
+    for f in range(16):
+        be.advance()
+        t.append((f + 1) / fps)
+        v.append(np.average(s.v[:, 0], weights=s.mass))
+    t, v = np.array(t), np.array(v)
+    sliding = v > 0.3
+    decel = -np.polyfit(t[sliding], v[sliding], 1)[0]
+    assert decel == pytest.approx(mu * 9.81, rel=0.05)
+    if mu * 9.81 * t[-1] > 2.0:     # stopped within the run: it stays at rest
+        assert abs(v[-1]) < 0.05
+
+
+def test_open_ground_sheet_holds_sand_with_its_thickness():
+    """An open mesh (a single quad) acts as a slab of its Material.thickness."""
+    v = np.array([[-0.1, -0.1, 0.3], [1.1, -0.1, 0.3], [1.1, 1.1, 0.3], [-0.1, 1.1, 0.3]])
+    t = np.array([[0, 1, 2], [0, 2, 3]], np.int32)
+    from protocol.scene import Body, Material
+    sheet = Body(name="Sheet", role="collider", vertices=v, triangles=t, material=Material(friction=0.5, thickness=0.01))
+    sand = granular("Sand", (0.4, 0.4, 0.4), (0.6, 0.6, 0.55), preset("sand", particle_spacing=0.025))
+    be = MPMBackend(scene([sand, sheet], frames=12, domain=((0, 0, 0), (1, 1, 1))))
+    for _ in range(12):
+        r = be.advance()
+    z = r.positions["Sand"][:, 2]
+    assert z.min() >= 0.31 - 1e-4          # on top of the 1 cm slab, none fell through
+    assert z.max() < 0.5                    # it did fall onto it
+
+
+@pytest.mark.parametrize("kind", ["sticky", "slip", "separate"])
+def test_collider_boundary_kinds_on_a_floor(kind):
+    """A block sliding on a collider floor: sticky stops it, frictionless slip and separate keep its
+    speed (no friction), and nothing sinks into the floor."""
+    mat = preset("elastic", youngs_modulus=1e5, particle_spacing=0.02)
+    block = granular("Block", (0.1, 0.4, 0.1), (0.26, 0.56, 0.2), mat, velocity=(1.0, 0, 0))
+    floor = collider_box("Floor", (-0.1, -0.1, -0.1), (1.3, 1.1, 0.1), friction=0.0)
+    be = MPMBackend(scene([block, floor], frames=8, fps=48, domain=((0, 0, 0), (1.2, 1, 1)), friction=0.0),
+                    collider_boundary=kind)
+    s = be.solver
+    for _ in range(8):
+        r = be.advance()
+        assert r.positions["Block"][:, 2].min() >= 0.1 - 1e-6
+    vx = np.average(s.v[:, 0], weights=s.mass)
+    if kind == "sticky":
+        assert vx < 0.5
+    else:
+        assert vx == pytest.approx(1.0, abs=0.05)
