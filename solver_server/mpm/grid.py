@@ -1,9 +1,11 @@
 """The dense background grid over the scene's domain box and the particle binning that makes the
 parallel P2G scatter race-free.
 
-Node (i, j, k) sits at ``origin + (i, j, k) dx`` with ``origin = domain_min - PAD dx``; PAD = 2 ghost
-nodes on each side keep every quadratic stencil inside the arrays while particles stay inside the
-domain box. Particles are binned by the *stencil base* node into blocks of BLOCK^3 nodes. A particle
+Node (i, j, k) sits at ``origin + (i, j, k) dx`` with ``origin = domain_min - (PAD - 1/2) dx``: the
+nodes are staggered half a cell from the domain walls, so the wall nodes (the first ones outside the
+box, at -dx/2) touch particles up to one cell above the wall; a resting body then sits about half
+a cell above the ground instead of a full cell (book §29 "dx gap"). PAD = 2 keeps every quadratic
+stencil inside the arrays while particles stay inside the domain box. Particles are binned by the *stencil base* node into blocks of BLOCK^3 nodes. A particle
 of block b writes nodes [b BLOCK, b BLOCK + BLOCK + 1] per axis, so two blocks whose indices differ by
 2 along some axis never touch the same node: blocks of one colour (parity of bx, by, bz; 8 colours)
 are scattered in parallel, colours one after another. The binning is a counting sort of a particle
@@ -21,6 +23,7 @@ from numba import njit, prange
 from .kernels import stencil_base
 
 PAD = 2
+WALL_STAGGER = 0.5
 BLOCK = 4
 
 
@@ -40,7 +43,7 @@ class GridSpec:
         hi = np.asarray(domain_max, float)
         cells = np.ceil((hi - lo) / dx - 1e-9).astype(int)
         shape = tuple(int(c) + 2 * PAD + 1 for c in cells)
-        origin = tuple(float(v) for v in lo - PAD * dx)
+        origin = tuple(float(v) for v in lo - (PAD - WALL_STAGGER) * dx)
         return GridSpec(origin, float(dx), shape, tuple(float(v) for v in lo), tuple(float(v) for v in hi))
 
     @property

