@@ -245,14 +245,24 @@ class ColliderField:
         cx = cx.ravel().copy()
         cy = cy.ravel().copy()
         scale = float(np.ptp(V, axis=0).max() + dx)
-        inside = inside_columns(V, T, cx, cy, float(origin[2]) + 1e-7 * dx, dx, nz, scale)
+        # only columns over the collider's footprint can be inside
+        vmin = V.min(axis=0) - dx
+        vmax = V.max(axis=0) + dx
+        cols = np.flatnonzero((cx >= vmin[0]) & (cx <= vmax[0]) & (cy >= vmin[1]) & (cy <= vmax[1]))
+        inside = np.zeros((cx.size, nz), np.bool_)
+        if cols.size == 0:
+            return inside
+        sx = cx[cols].copy()
+        sy = cy[cols].copy()
+        sub = inside_columns(V, T, sx, sy, float(origin[2]) + 1e-7 * dx, dx, nz, scale)
         zs = origin[2] + dx * np.arange(nz)
         below = zs < lo[2]
         above = zs > hi[2]
         if below.any():
-            inside[:, below] = inside_columns(V, T, cx, cy, float(lo[2]), dx, 1, scale)
+            sub[:, below] = inside_columns(V, T, sx, sy, float(lo[2]), dx, 1, scale)
         if above.any():
-            inside[:, above] = inside_columns(V, T, cx, cy, float(hi[2]), dx, 1, scale)
+            sub[:, above] = inside_columns(V, T, sx, sy, float(hi[2]), dx, 1, scale)
+        inside[cols] = sub
         return inside
 
     @property
