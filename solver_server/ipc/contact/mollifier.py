@@ -34,7 +34,8 @@ def cross_norm2_grad_hess(X, g, H, want_hess):
     aa = ea @ ea
     bb = eb @ eb
     ab = ea @ eb
-    c = aa * bb - ab * ab
+    n = np.array([ea[1] * eb[2] - ea[2] * eb[1], ea[2] * eb[0] - ea[0] * eb[2], ea[0] * eb[1] - ea[1] * eb[0]])
+    c = n @ n  # the cross product, not aa bb - ab^2, which cancels for nearly parallel edges
     ga = 2.0 * ea * bb - 2.0 * ab * eb
     gb = 2.0 * eb * aa - 2.0 * ab * ea
     g[0:3] = -ga

@@ -17,11 +17,12 @@ from numba import njit, prange
 
 from .barrier import barrier, barrier_first_derivative, barrier_second_derivative
 from .broad_phase import Candidates
-from .distance import stencil_grad_hess
+from .barrier_pair import new_scratch, pair_energy, pair_terms, pair_stencil_local, cross_norm2_value
+from .block_assembly import sum_blocks
+from .distance import stencil_grad_hess, KIND_PP, KIND_PE
 from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
 from .pairs import pair_set, pair_stencil, contact_distances, local_positions
-from .psd import project_psd_translation_invariant
 from .threads import threads_for
 
 
@@ -67,19 +68,60 @@ def pair_barrier(X, stencil, is_ee, off, epsx, dhat, g, H, want_grad, want_hess)
     return m * b
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _chunks(n):
+    """Number of work chunks for a prange over n items (scratch arrays are allocated per chunk)."""
+    return max(1, min(n, 64))
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _energy(x, ids, is_ee, off, epsx, dhat):
     K = ids.shape[0]
-    e = np.zeros(K)
-    dummy_g = np.zeros(12)
-    dummy_H = np.zeros((1, 1))
-    for k in prange(K):
-        st = pair_stencil(x, ids, is_ee, k)
-        s = math.sqrt(st[5]) - off[k]
-        if s < dhat:
-            X = local_positions(x, ids, k)
-            e[k] = pair_barrier(X, st, is_ee[k], off[k], epsx[k], dhat, dummy_g, dummy_H, False, False)
+    nch = _chunks(K)
+    e = np.zeros(nch)
+    for ch in prange(nch):
+        X = np.empty(12)
+        acc = 0.0
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            for i in range(4):
+                for a in range(3):
+                    X[3 * i + a] = x[ids[k, i], a]
+            acc += pair_energy(X, is_ee[k], off[k], epsx[k], dhat)
+        e[ch] = acc
     return e.sum()
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _classify(x, ids, is_ee, off, epsx, dhat):
+    """Per candidate: 0 if inactive (s >= dhat), else the number of slots its Hessian involves
+    (2 point-point, 3 point-edge, 4 otherwise and for mollified edge-edge pairs)."""
+    K = ids.shape[0]
+    ns = np.zeros(K, dtype=np.int8)
+    for k in prange(K):
+        X = local_positions(x, ids, k)
+        st = pair_stencil_local(X, is_ee[k])
+        if math.sqrt(st[5]) - off[k] < dhat:
+            if is_ee[k] and cross_norm2_value(X) < epsx[k]:
+                ns[k] = 4
+            elif st[0] == KIND_PP:
+                ns[k] = 2
+            elif st[0] == KIND_PE:
+                ns[k] = 3
+            else:
+                ns[k] = 4
+    return ns
+
+
+@njit(cache=True, fastmath=False)
+def _active_layout(ns):
+    """Active pair indices and the start of each active pair's Hessian blocks (ns^2 blocks each)."""
+    active = np.nonzero(ns)[0]
+    na = active.shape[0]
+    bstart = np.zeros(na + 1, dtype=np.int64)
+    for j in range(na):
+        n = ns[active[j]]
+        bstart[j + 1] = bstart[j] + n * n
+    return active, bstart
 
 
 @njit(cache=True, fastmath=False)
@@ -89,18 +131,49 @@ def _active(x, ids, is_ee, off, dhat):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _gradient(x, ids, is_ee, off, epsx, dhat, active):
+def _pair_terms_all(x, ids, is_ee, off, epsx, dhat, active, bstart, want_hess, project):
+    """Energies (na,), local gradients (na, 12) and Hessian blocks (row vertex, column vertex,
+    3x3 values) of the active pairs."""
     na = active.shape[0]
-    G = np.zeros((na, 12))
-    dummy_H = np.zeros((1, 1))
-    for j in prange(na):
-        k = active[j]
-        X = local_positions(x, ids, k)
-        g = np.zeros(12)
-        pair_barrier(X, pair_stencil(x, ids, is_ee, k), is_ee[k], off[k], epsx[k], dhat, g, dummy_H, True, False)
-        G[j] = g
-    out = np.zeros(x.shape[0] * 3)
-    for j in range(na):
+    E = np.zeros(na)
+    G = np.empty((na, 12))
+    nb = bstart[na] if want_hess else 0
+    bi = np.empty(nb, dtype=np.int32)
+    bj = np.empty(nb, dtype=np.int32)
+    bval = np.empty((nb, 3, 3))
+    nch = _chunks(na)
+    for ch in prange(nch):
+        sc = new_scratch()
+        X = np.empty(12)
+        for j in range(ch * na // nch, (ch + 1) * na // nch):
+            k = active[j]
+            for i in range(4):
+                for a in range(3):
+                    X[3 * i + a] = x[ids[k, i], a]
+            e, ns = pair_terms(X, is_ee[k], off[k], epsx[k], dhat, want_hess, project, sc)
+            E[j] = e
+            g = sc[0]
+            for p in range(12):
+                G[j, p] = g[p]
+            if want_hess:
+                H = sc[6]
+                slots = sc[12]
+                b = bstart[j]
+                for u in range(ns):
+                    for v in range(ns):
+                        bi[b] = ids[k, slots[u]]
+                        bj[b] = ids[k, slots[v]]
+                        for a in range(3):
+                            for c in range(3):
+                                bval[b, a, c] = H[3 * u + a, 3 * v + c]
+                        b += 1
+    return E, G, bi, bj, bval
+
+
+@njit(cache=True, fastmath=False)
+def _scatter_gradient(G, ids, active, n):
+    out = np.zeros(3 * n)
+    for j in range(active.shape[0]):
         k = active[j]
         for i in range(4):
             v = ids[k, i]
@@ -109,33 +182,21 @@ def _gradient(x, ids, is_ee, off, epsx, dhat, active):
     return out
 
 
-@njit(cache=True, fastmath=False, parallel=True)
-def _hessian(x, ids, is_ee, off, epsx, dhat, active, project):
-    na = active.shape[0]
-    rows = np.empty(na * 144, dtype=np.int32)
-    cols = np.empty(na * 144, dtype=np.int32)
-    vals = np.empty(na * 144)
-    for j in prange(na):
-        k = active[j]
-        X = local_positions(x, ids, k)
-        g = np.zeros(12)
-        H = np.zeros((12, 12))
-        pair_barrier(X, pair_stencil(x, ids, is_ee, k), is_ee[k], off[k], epsx[k], dhat, g, H, True, True)
-        if project:
-            H = project_psd_translation_invariant(H)
-        base = j * 144
-        for p in range(12):
-            rp = 3 * ids[k, p // 3] + p % 3
-            for q in range(12):
-                rows[base + 12 * p + q] = rp
-                cols[base + 12 * p + q] = 3 * ids[k, q // 3] + q % 3
-                vals[base + 12 * p + q] = H[p, q]
-    return rows, cols, vals
-
-
 def _prep(x, cands, mesh):
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     return x, pair_set(cands, mesh, x)
+
+
+def _layout(x, ps, dhat):
+    """Active pairs and their Hessian block layout at x, cached on the PairSet for the last x
+    (gradient and Hessian of one Newton iterate share it)."""
+    cache = getattr(ps, "_layout", None)
+    if cache is not None and cache[0] == dhat and cache[1].shape == x.shape and np.array_equal(cache[1], x):
+        return cache[2], cache[3]
+    ns = _classify(x, ps.ids, ps.is_ee, ps.off, ps.epsx, dhat)
+    active, bstart = _active_layout(ns)
+    ps._layout = (dhat, x.copy(), active, bstart)
+    return active, bstart
 
 
 def _barrier_energy_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float) -> float:
@@ -147,26 +208,43 @@ def _barrier_energy_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, 
 
 
 def _barrier_gradient_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float,
-                     kappa: float) -> np.ndarray:
+                           kappa: float) -> np.ndarray:
     """Gradient (3n,) of barrier_energy w.r.t. the flattened positions."""
     x, ps = _prep(x, cands, mesh)
     if len(ps) == 0:
         return np.zeros(x.size)
-    active = _active(x, ps.ids, ps.is_ee, ps.off, float(dhat))
-    return float(kappa) * _gradient(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), active)
+    active, bstart = _layout(x, ps, float(dhat))
+    _, G, _, _, _ = _pair_terms_all(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), active, bstart, False, False)
+    return float(kappa) * _scatter_gradient(G, ps.ids, active, x.shape[0])
+
+
+def _barrier_terms(x, cands, mesh, dhat, kappa, project_psd):
+    x, ps = _prep(x, cands, mesh)
+    if len(ps) == 0:
+        return 0.0, np.zeros(x.size), (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+    active, bstart = _layout(x, ps, float(dhat))
+    E, G, bi, bj, bval = _pair_terms_all(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), active, bstart, True,
+                                         bool(project_psd))
+    rows, cols, vals = sum_blocks(bi, bj, bval, x.shape[0])
+    k = float(kappa)
+    return k * float(E.sum()), k * _scatter_gradient(G, ps.ids, active, x.shape[0]), (rows, cols, k * vals)
 
 
 def _barrier_hessian_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float,
-                    project_psd: bool = True):
+                          project_psd: bool = True):
     """Hessian of barrier_energy as COO triplets (rows int32, cols int32, vals float64) in 3n-DOF
-    numbering (duplicates are summed by scipy.sparse). Each pair's 12x12 block is PSD-projected
-    when project_psd is true."""
-    x, ps = _prep(x, cands, mesh)
-    if len(ps) == 0:
-        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
-    active = _active(x, ps.ids, ps.is_ee, ps.off, float(dhat))
-    rows, cols, vals = _hessian(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), active, bool(project_psd))
-    return rows, cols, float(kappa) * vals
+    numbering, without duplicates and sorted by row then column (scipy.sparse converts them to CSR
+    in one pass). Each pair's Hessian is PSD-projected (eigenvalues clamped at 0, exactly as a
+    12x12 eigen-decomposition would) when project_psd is true."""
+    return _barrier_terms(x, cands, mesh, dhat, kappa, project_psd)[2]
+
+
+def _barrier_derivatives_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float, kappa: float,
+                              project_psd: bool = True):
+    """Energy, gradient (3n,) and Hessian triplets (as barrier_hessian) in one pass over the
+    active pairs: what barrier_energy, barrier_gradient and barrier_hessian return at x, for a
+    caller that needs all three at the same iterate."""
+    return _barrier_terms(x, cands, mesh, dhat, kappa, project_psd)
 
 
 def _count_active_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float) -> int:
@@ -204,6 +282,7 @@ def _threaded(impl):
 barrier_energy = _threaded(_barrier_energy_impl)
 barrier_gradient = _threaded(_barrier_gradient_impl)
 barrier_hessian = _threaded(_barrier_hessian_impl)
+barrier_derivatives = _threaded(_barrier_derivatives_impl)
 count_active = _threaded(_count_active_impl)
 min_distance = _threaded(_min_distance_impl)
 contact_distance_array = _threaded(_contact_distance_array_impl)
