@@ -128,7 +128,7 @@ class MPMSolver:
             dst[...] = arr
 
     def total_momentum(self) -> np.ndarray:
-        """Sum of m v (kg m/s) over particles, plus the APIC angular part is in angular_momentum."""
+        """Total linear momentum sum m v (kg m/s) of the particles."""
         return (self.mass[:, None] * self.v).sum(axis=0)
 
     def nbytes(self) -> int:
