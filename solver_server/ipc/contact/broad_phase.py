@@ -182,6 +182,72 @@ def _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size,
     return n
 
 
+@njit(cache=True, fastmath=False)
+def _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
+                   self_contact, static, buf):
+    """Accepted targets of query q (same rules as _query_one) written to buf while it has room.
+    Returns their number; the caller grows buf and asks again when it exceeds buf.shape[0]."""
+    n = 0
+    cap = buf.shape[0]
+    x0, y0, z0, x1, y1, z1 = _cell_range(qlo[q], qhi[q], origin, inv_cell)
+    ncell = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
+    if ncell > MAX_CELLS:
+        for t in range(tlo.shape[0]):
+            if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+                if n < cap:
+                    buf[n] = t
+                n += 1
+        return n
+    for ix in range(x0, x1 + 1):
+        for iy in range(y0, y1 + 1):
+            for iz in range(z0, z1 + 1):
+                h = _hash(ix, iy, iz, size)
+                for s in range(start[h], start[h + 1]):
+                    t = items[s]
+                    if not _overlap(qlo, qhi, tlo, thi, q, t):
+                        continue
+                    cx = np.int64(np.floor((max(qlo[q, 0], tlo[t, 0]) - origin[0]) * inv_cell))
+                    cy = np.int64(np.floor((max(qlo[q, 1], tlo[t, 1]) - origin[1]) * inv_cell))
+                    cz = np.int64(np.floor((max(qlo[q, 2], tlo[t, 2]) - origin[2]) * inv_cell))
+                    if cx != ix or cy != iy or cz != iz:
+                        continue
+                    if _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+                        if n < cap:
+                            buf[n] = t
+                        n += 1
+    for bi in range(big.shape[0]):
+        t = big[bi]
+        if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+            if n < cap:
+                buf[n] = t
+            n += 1
+    return n
+
+
+@njit(cache=True, fastmath=False)
+def hash_grid(qlo, qhi, tlo, thi):
+    """Uniform hash grid over the target boxes: (origin (3,), 1 / cell size, table size, bucket
+    starts, items, big targets). Cell size = the larger mean box extent of queries and targets."""
+    nq = qlo.shape[0]
+    nt = tlo.shape[0]
+    origin = np.empty(3)
+    ext = 0.0
+    for a in range(3):
+        origin[a] = min(qlo[:, a].min(), tlo[:, a].min())
+    for i in range(nt):
+        ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
+    qext = 0.0
+    for i in range(nq):
+        qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
+    cell = max(ext / nt, qext / nq)
+    if not cell > 0.0:
+        cell = 1.0
+    inv_cell = 1.0 / cell
+    size = max(1024, 2 * nt)
+    start, items, big = _build_table(tlo, thi, origin, inv_cell, size)
+    return origin, inv_cell, size, start, items, big
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32."""

@@ -15,10 +15,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .broad_phase import find_candidates_ccd
+from .broad_phase import _boxes, _query_targets, hash_grid
 from .distance import point_triangle_stencil, edge_edge_stencil
 from .mesh import CollisionMesh
-from .pairs import pair_set
 from .threads import threads_for
 
 DEFAULT_MAX_ITER = 1_000_000
@@ -58,8 +57,8 @@ def accd_pair(X0, P, is_ee, offset, eta, tmax, max_iter):
     s0 = math.sqrt(_dist2(X0, is_ee)) - offset
     if s0 <= 0.0:
         return 0.0
-    if lmax <= 0.0:
-        return tmax
+    if lmax <= 0.0 or (1.0 - eta) * s0 >= tmax * lmax:
+        return tmax   # the first step already reaches tmax (what the loop below would return)
     gap = eta * s0
     t = 0.0
     s = s0
@@ -80,27 +79,68 @@ def accd_pair(X0, P, is_ee, offset, eta, tmax, max_iter):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _accd_all(x, p, ids, is_ee, off, eta, tmax, max_iter):
-    K = ids.shape[0]
-    toi = np.empty(K)
-    for k in prange(K):
-        X0 = np.empty(12)
-        P = np.empty(12)
-        for i in range(4):
-            for a in range(3):
-                X0[3 * i + a] = x[ids[k, i], a]
-                P[3 * i + a] = p[ids[k, i], a]
-        toi[k] = accd_pair(X0, P, is_ee[k], off[k], eta, tmax, max_iter)
-    return toi
-
-
-@njit(cache=True, fastmath=False, parallel=True)
 def _accd_batch(X0, X1, is_ee, offset, eta, tmax, max_iter):
     m = X0.shape[0]
     toi = np.empty(m)
     for k in prange(m):
         toi[k] = accd_pair(X0[k], X1[k] - X0[k], is_ee, offset, eta, tmax, max_iter)
     return toi
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _chunk_count(n):
+    return max(1, min(n, 64))
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
+                   face_offset, edge_offset, eta, t_start, max_iter):
+    """Smallest ACCD time of impact over every accepted query/target pair with overlapping swept
+    boxes (mode 0: vertex-face, 1: edge-edge), broad and narrow phase fused: no pair list is
+    built, and each chunk of queries passes its running minimum as the upper time bound of the
+    next pair, so far pairs exit after one distance evaluation (same result as bound 1)."""
+    nq = qlo.shape[0]
+    if nq == 0 or tlo.shape[0] == 0:
+        return t_start
+    origin, inv_cell, size, start, items, big = hash_grid(qlo, qhi, tlo, thi)
+    nch = _chunk_count(nq)
+    best = np.full(nch, t_start)
+    for ch in prange(nch):
+        tcur = t_start
+        buf = np.empty(64, dtype=np.int64)
+        X0 = np.empty(12)
+        P = np.empty(12)
+        ids = np.empty(4, dtype=np.int64)
+        for q in range(ch * nq // nch, (ch + 1) * nq // nch):
+            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
+                               edges, vbody, self_contact, static, buf)
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+                n = _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
+                                   edges, vbody, self_contact, static, buf)
+            for jt in range(n):
+                t = buf[jt]
+                if mode == 0:
+                    ids[0] = q
+                    ids[1] = faces[t, 0]
+                    ids[2] = faces[t, 1]
+                    ids[3] = faces[t, 2]
+                    off = vertex_offset[q] + face_offset[t]
+                else:
+                    ids[0] = edges[q, 0]
+                    ids[1] = edges[q, 1]
+                    ids[2] = edges[t, 0]
+                    ids[3] = edges[t, 1]
+                    off = edge_offset[q] + edge_offset[t]
+                for i in range(4):
+                    for a in range(3):
+                        X0[3 * i + a] = x[ids[i], a]
+                        P[3 * i + a] = p[ids[i], a]
+                toi = accd_pair(X0, P, mode == 1, off, eta, tcur, max_iter)
+                if toi < tcur:
+                    tcur = toi
+        best[ch] = tcur
+    return best.min()
 
 
 def point_triangle_ccd_batch(X0: np.ndarray, X1: np.ndarray, eta: float = 0.1, tmax: float = 1.0,
@@ -127,14 +167,20 @@ def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float
 
     x, p: (n, 3) or (3n,) positions (m) and search direction (m). Broad phase over swept boxes.
     dhat is accepted for interface symmetry; boxes are inflated by the contact offsets only,
-    which already encloses every pair that can reach contact distance 0.
+    which already encloses every pair that can reach contact distance 0. Broad and narrow phase
+    run fused (no candidate list), edge-edge pairs start from the point-triangle minimum.
     """
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     p = np.ascontiguousarray(p, dtype=np.float64).reshape(-1, 3)
-    cands = find_candidates_ccd(x, x + p, mesh, 0.0)
-    if len(cands) == 0:
-        return 1.0
-    with threads_for(len(cands)):
-        ps = pair_set(cands, mesh, x)
-        toi = _accd_all(x, p, ps.ids, ps.is_ee, ps.off, float(eta), 1.0, int(max_iter))
-    return float(min(1.0, toi.min()))
+    x1 = x + p
+    m = mesh
+    with threads_for(m.n_verts + m.edges.shape[0]):
+        verts = np.arange(m.n_verts, dtype=np.int32).reshape(-1, 1)
+        vlo, vhi = _boxes(x, x1, verts, m.vertex_offset)
+        flo, fhi = _boxes(x, x1, m.faces, m.face_offset)
+        elo, ehi = _boxes(x, x1, m.edges, m.edge_offset)
+        args = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static, m.vertex_offset, m.face_offset,
+                m.edge_offset, float(eta))
+        alpha = _min_toi_sweep(x, p, vlo, vhi, flo, fhi, 0, *args, 1.0, int(max_iter))
+        alpha = _min_toi_sweep(x, p, elo, ehi, elo, ehi, 1, *args, alpha, int(max_iter))
+    return float(min(1.0, alpha))

@@ -1,10 +1,14 @@
 """Thread-count policy for the numba kernels.
 
 Every parallel region costs a fork/join; on a busy machine (other processes on the cores, as
-on a render box running Blender or a CI runner) the join waits for a scheduler time slice,
-measured at ~10 ms per region here, far more than small contact problems take serially.
-Work below PARALLEL_MIN_ITEMS items therefore runs on the calling thread only.
+on a render box running Blender or a CI runner) the join waits for a scheduler time slice of
+the starved worker. Measured here (2 cores, load average ~4 from other jobs): the contact
+kernels ran 2-10x *slower* with 2 threads than with 1 (a 2.4 ms energy pass took 36 ms, the
+mesh step size 54 -> 133 ms). So kernels run on the calling thread unless the work is large
+(>= PARALLEL_MIN_ITEMS items) and the machine has an idle core for the workers (1-minute load
+average at most cpu_count - 1, our own busy thread included).
 """
+import os
 from contextlib import contextmanager
 
 import numba
@@ -12,9 +16,18 @@ import numba
 PARALLEL_MIN_ITEMS = 20000
 
 
+def machine_has_idle_core() -> bool:
+    """True when the 1-minute load average leaves at least one core free besides ours."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return True
+    return load <= (os.cpu_count() or 1) - 1.0
+
+
 @contextmanager
 def threads_for(n_items: int):
-    if n_items >= PARALLEL_MIN_ITEMS:
+    if n_items >= PARALLEL_MIN_ITEMS and machine_has_idle_core():
         yield
         return
     old = numba.get_num_threads()
