@@ -204,6 +204,8 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, s
                 h = _hash(ix, iy, iz, size)
                 for s in range(start[h], start[h + 1]):
                     t = items[s]
+                    if mode == 1 and t <= q:
+                        continue   # edge-edge pairs are reported once, from the lower edge
                     if not _overlap(qlo, qhi, tlo, thi, q, t):
                         continue
                     cx = np.int64(np.floor((max(qlo[q, 0], tlo[t, 0]) - origin[0]) * inv_cell))

@@ -34,6 +34,32 @@ def _dist2(X, is_ee):
     return point_triangle_stencil(a, b, c, d)[5]
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _norm3(a, b, c):
+    return math.sqrt(a * a + b * b + c * c)
+
+
+@njit(cache=True, fastmath=False)
+def _box_gap(X, is_ee):
+    """Distance (m) between the axis-aligned boxes of the pair's two primitives (slots 0 | 1-3 for
+    point-triangle, 0-1 | 2-3 for edge-edge): a lower bound of their distance."""
+    g2 = 0.0
+    for a in range(3):
+        if is_ee:
+            alo = min(X[a], X[3 + a])
+            ahi = max(X[a], X[3 + a])
+            blo = min(X[6 + a], X[9 + a])
+            bhi = max(X[6 + a], X[9 + a])
+        else:
+            alo = X[a]
+            ahi = X[a]
+            blo = min(X[3 + a], X[6 + a], X[9 + a])
+            bhi = max(X[3 + a], X[6 + a], X[9 + a])
+        gap = max(blo - ahi, alo - bhi, 0.0)
+        g2 += gap * gap
+    return math.sqrt(g2)
+
+
 @njit(cache=True, fastmath=False)
 def accd_pair(X0, P, is_ee, offset, eta, tmax, max_iter):
     """Additive CCD of one pair: slot positions X0 (12,), displacement P (12,) over t in [0, 1].
@@ -42,23 +68,32 @@ def accd_pair(X0, P, is_ee, offset, eta, tmax, max_iter):
     tau in [0, t] and the contact distance at t is >= eta * s(0). Returns tmax if no impact is
     possible before tmax; 0 if the pair already touches.
     """
-    dp = np.empty(12)
-    for a in range(3):
-        mean = 0.25 * (P[a] + P[3 + a] + P[6 + a] + P[9 + a])
-        for i in range(4):
-            dp[3 * i + a] = P[3 * i + a] - mean
-    n = np.empty(4)
-    for i in range(4):
-        n[i] = math.sqrt(dp[3 * i] ** 2 + dp[3 * i + 1] ** 2 + dp[3 * i + 2] ** 2)
+    m0 = 0.25 * (P[0] + P[3] + P[6] + P[9])
+    m1 = 0.25 * (P[1] + P[4] + P[7] + P[10])
+    m2 = 0.25 * (P[2] + P[5] + P[8] + P[11])
+    n0 = _norm3(P[0] - m0, P[1] - m1, P[2] - m2)
+    n1 = _norm3(P[3] - m0, P[4] - m1, P[5] - m2)
+    n2 = _norm3(P[6] - m0, P[7] - m1, P[8] - m2)
+    n3 = _norm3(P[9] - m0, P[10] - m1, P[11] - m2)
     if is_ee:
-        lmax = max(n[0], n[1]) + max(n[2], n[3])
+        lmax = max(n0, n1) + max(n2, n3)
     else:
-        lmax = n[0] + max(n[1], n[2], n[3])
+        lmax = n0 + max(n1, n2, n3)
+    # the first step (1 - eta) s0 / lmax reaches tmax for sure when a cheap lower bound of s0 (the
+    # gap between the primitives' bounding boxes) already does: skip the distance computation
+    lb = _box_gap(X0, is_ee) - offset
+    if lb > 0.0 and (1.0 - eta) * lb >= tmax * lmax:
+        return tmax
     s0 = math.sqrt(_dist2(X0, is_ee)) - offset
     if s0 <= 0.0:
         return 0.0
     if lmax <= 0.0 or (1.0 - eta) * s0 >= tmax * lmax:
         return tmax   # the first step already reaches tmax (what the loop below would return)
+    dp = np.empty(12)
+    for i in range(4):
+        dp[3 * i] = P[3 * i] - m0
+        dp[3 * i + 1] = P[3 * i + 1] - m1
+        dp[3 * i + 2] = P[3 * i + 2] - m2
     gap = eta * s0
     t = 0.0
     s = s0
