@@ -5,6 +5,10 @@ mode (``blender -b``, the bpy module, where timers never fire) calls :meth:`Bake
 a blocking loop over the same :meth:`poll`. Tests drive either directly. Every frame is written
 to Blender (``writeback.BodyCache``) the moment it arrives, so a cancelled, failed or crashed
 bake keeps everything it finished; ``resume=True`` continues a cache where it stopped.
+
+A fresh bake replaces the previous one only when the server's first frame arrives, i.e. once the
+solver has accepted the scene: a scene it refuses (objects intersecting at the start frame, a
+backend error while building) leaves the previous bake's caches in place and playable.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from protocol.errors import RemoteError, ServerUnreachable
 from protocol.messages import Done, Error, Frame, Progress
 
 from .export import ExportResult
-from .writeback import BodyCache
+from .writeback import BodyCache, free_object
 
 RUNNING, DONE, CANCELLED, FAILED = "running", "done", "cancelled", "failed"
 
@@ -52,6 +56,7 @@ class BakeSession:
         self.last_frame: Optional[int] = None
         s = export.scene.settings
         self.frame_start, self.frame_end = s.frame_start, s.frame_end
+        self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
                                          s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing)
                        for b in export.scene.simulated()}
@@ -72,16 +77,14 @@ class BakeSession:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> str:
-        """Write the start frame (initial positions) and submit; returns the job id.
+        """Submit the scene; returns the job id. Nothing is written until the first frame arrives.
 
-        Raises RemoteError when the server refuses the scene (e.g. it starts intersecting).
+        Raises RemoteError when the server refuses the scene at submit (e.g. an invalid field);
+        refusals found while the job builds the solver arrive later as a failed Done.
         """
         st = self.scene.clearance
         st.last_error = ""
         os.makedirs(self.folder, exist_ok=True)
-        for b in self.export.scene.simulated():
-            if b.role != "granular":
-                self.caches[b.name].write_initial(self.frame_start, b.vertices)
         self._status("Submitting…", 0.0)
         try:
             self.job_id = self.client.submit(self.export.scene, os.path.join(self.folder, "server"), self.resume)
@@ -90,7 +93,6 @@ class BakeSession:
             raise
         st.job_id = self.job_id
         st.is_baking = True
-        st.frames_baked = min(c.frames_done for c in self.caches.values()) if self.caches else 0
         self._status(f"Baking frames {self.frame_start}–{self.frame_end}", 0.0)
         return self.job_id
 
@@ -99,6 +101,7 @@ class BakeSession:
         if getattr(ev, "job_id", None) not in (None, self.job_id):
             return
         if isinstance(ev, Frame):
+            self._replace_previous_bake()
             for name, pos in zip(ev.names, ev.positions):
                 cache = self.caches.get(name)
                 if cache is not None:
@@ -117,7 +120,10 @@ class BakeSession:
             text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
             self._status(text, None if ev.state == "solving" else ev.fraction)
         elif isinstance(ev, Error):
+            # The server follows a job's Error with Done(failed); the session ends here (poll stops
+            # reading), so close now or the panel would keep showing a bake and block the next one.
             self._fail(error_text(ev.message, ev.obj))
+            self.close()
         elif isinstance(ev, Done):
             if ev.state == "done":
                 self.state = DONE
@@ -130,6 +136,15 @@ class BakeSession:
                 self._fail(error_text(ev.message or f"the bake ended in state {ev.state}", None)
                            if not self.error else self.error)
             self.close()
+
+    def _replace_previous_bake(self) -> None:
+        """Remove the previous bake of the exported objects (modifiers, keys, particles, .pc2) once,
+        when a fresh bake's first frame arrives: the server has accepted the scene by then."""
+        if self._replaced:
+            return
+        self._replaced = True
+        for obj in self.export.objects.values():
+            free_object(obj, self.folder)
 
     def poll(self, timeout: float = 0.0) -> bool:
         """Handle every message that has arrived (waiting at most ``timeout`` s); True while running."""

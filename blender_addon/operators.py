@@ -96,10 +96,8 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         try:
             export = export_scene(context)
             folder = cache_dir(scene)
-            if not self.resume:
-                for obj in export.objects.values():
-                    free_object(obj, folder)
-                free_server_cache(folder)
+            # The previous bake stays until the new job's first frame arrives (BakeSession): a scene
+            # the server refuses keeps it playable. The server clears its own cache for a fresh bake.
             client = connect(context)
         except SceneError as exc:
             _report_error(self, scene, str(exc))

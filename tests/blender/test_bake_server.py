@@ -99,6 +99,7 @@ def test_failed_bake_keeps_finished_frames(blender, server, tmp_path):
     assert session.run(stall_timeout=30) == bs.FAILED
     assert "debug_fail_after" in session.error
     assert bpy.context.scene.clearance.last_error == session.error
+    assert not bpy.context.scene.clearance.is_baking   # the session closed: the next Bake is possible
     from protocol.pc2 import read_pc2
     kept, _, _ = read_pc2(os.path.join(str(tmp_path / "cache"), "box.pc2"))
     assert kept.shape[0] == 4  # start frame + 3 solved frames
