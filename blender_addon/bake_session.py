@@ -56,6 +56,7 @@ class BakeSession:
         self.last_frame: Optional[int] = None
         s = export.scene.settings
         self.frame_start, self.frame_end = s.frame_start, s.frame_end
+        self.compiling = ""  # the server's "compiling kernels" notice, shown until the first solved frame
         self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
                                          s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing)
@@ -114,11 +115,21 @@ class BakeSession:
             if "newton_iterations" in st:
                 extra = f" ({st.get('newton_iterations', 0)} Newton it., {st.get('contacts', 0)} contacts, " \
                         f"{float(st.get('seconds', 0.0)):.2f} s)"
-            self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
-                         (self.last_frame - self.frame_start) / span)
+            if self.last_frame > self.frame_start:
+                self.compiling = ""
+            if self.compiling:  # the start frame is back but the first solved frame still compiles
+                self._status(f"{self.compiling} (start frame received)", 0.0)
+            else:
+                self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
+                             (self.last_frame - self.frame_start) / span)
         elif isinstance(ev, Progress):
             text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
-            self._status(text, None if ev.state == "solving" else ev.fraction)
+            if ev.state == "compiling" and ev.message:
+                # The server's first-bake notice (numba compiles the kernels once, minutes on a slow
+                # machine): it stays in the panel until the first solved frame, whatever progress
+                # or heartbeat arrives in between, so the bake never looks stalled.
+                self.compiling = text
+            self._status(self.compiling or text, None if ev.state == "solving" else ev.fraction)
         elif isinstance(ev, Error):
             # The server follows a job's Error with Done(failed); the session ends here (poll stops
             # reading), so close now or the panel would keep showing a bake and block the next one.

@@ -1,0 +1,69 @@
+"""No silent stall: the first bake after an install says "compiling" in the panel.
+
+A server subprocess started with a fresh, empty CLEARANCE_STATE_DIR has no record that its numba
+kernels were ever compiled, so its first IPC job reports Progress("compiling", message) before the
+first solved frame. The add-on's bake session must receive it in that order and keep the notice in
+the panel's status text until the first solved frame (the start frame arrives before the slow
+compile of the first step, and must not replace the notice with "Frame 1 of N").
+"""
+import os
+import sys
+
+import bpy
+
+from conftest import addon
+from helpers import cube, plane
+
+from protocol.messages import Frame, Progress
+
+
+def test_first_bake_reports_compiling_before_the_first_solved_frame(blender, tmp_path, monkeypatch):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    monkeypatch.setenv("CLEARANCE_STATE_DIR", str(state_dir))
+    srv = addon("server_process").start(sys.executable, timeout=120.0)
+    try:
+        scene = bpy.context.scene
+        scene.frame_start, scene.frame_end = 1, 3
+        box = cube("box", size=0.2, location=(0.0, 0.0, 0.15))
+        box.clearance.role = "SOLID"
+        plane("floor").clearance.role = "COLLIDER"
+        s = scene.clearance
+        s.backend = "ipc"
+        s.server_address = srv.address
+        s.cache_folder = str(tmp_path / "cache")
+        addon("preferences").get().timeout = 30.0
+
+        bs = addon("bake_session")
+        log = []   # (kind, state or frame, the panel's status text after handling it)
+
+        class RecordingSession(bs.BakeSession):
+            def handle(self, ev):
+                super().handle(ev)
+                if isinstance(ev, Progress):
+                    log.append(("progress", ev.state, ev.message, s.status))
+                elif isinstance(ev, Frame):
+                    log.append(("frame", int(ev.frame), "", s.status))
+
+        session = RecordingSession(scene, addon("export").export_scene(bpy.context),
+                                   addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
+        session.start()
+        assert session.run(stall_timeout=300) == bs.DONE, session.error
+    finally:
+        srv.stop()
+
+    kinds = [(k, v) for k, v, _, _ in log]
+    compiling = [i for i, (k, v, m, _) in enumerate(log) if k == "progress" and v == "compiling" and m]
+    solved = [i for i, (k, v) in enumerate(kinds) if k == "frame" and v > 1]
+    start = kinds.index(("frame", 1))
+    assert compiling and solved, log
+    assert compiling[0] < start < solved[0], log
+    # The panel shows the notice from the moment it arrives until the first solved frame ...
+    for _, _, _, status in log[compiling[0]:solved[0]]:
+        assert status.startswith("Compiling"), log
+    assert "compiling solver kernels" in log[start][3]
+    # ... then the frame counter.
+    assert log[solved[0]][3].startswith("Frame 2 of 3"), log
+    assert scene.clearance.status.startswith("Baked")
+    # The server recorded that its kernels are compiled: the next bake will not say so again.
+    assert any(name.startswith("warm-ipc-") for name in os.listdir(state_dir))
