@@ -23,6 +23,7 @@ import numpy as np
 
 from protocol.messages import PROGRESS_STATES
 from protocol.scene import Scene, SceneError
+from .. import kernel_cache
 from .cache import JobCache, scene_hash
 
 Emit = Callable[[tuple], None]
@@ -30,33 +31,6 @@ Emit = Callable[[tuple], None]
 
 class JobCancelled(Exception):
     """Raised inside the job (between frames or from a progress callback) to stop it."""
-
-
-def _state_dir() -> str:
-    return os.environ.get("CLEARANCE_STATE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "clearance")
-
-
-def _warm_marker(backend: str) -> str:
-    """A file that exists once a frame of ``backend`` has finished with the current sources,
-    i.e. once numba's on-disk cache holds its kernels; before that the first frame is
-    reported as "compiling" so the first bake after an install never looks frozen."""
-    import solver_server
-    root = os.path.dirname(os.path.abspath(solver_server.__file__))
-    newest = 0.0
-    for d, _, files in os.walk(root):
-        for f in files:
-            if f.endswith(".py"):
-                newest = max(newest, os.path.getmtime(os.path.join(d, f)))
-    return os.path.join(_state_dir(), f"warm-{backend}-{int(newest)}")
-
-
-def _mark_warm(backend: str) -> None:
-    try:
-        p = _warm_marker(backend)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        open(p, "a").close()
-    except OSError:
-        pass  # only affects the progress label
 
 
 def _clean_stats(stats: dict) -> dict:
@@ -96,7 +70,7 @@ def run_job(scene: Scene, cache_dir: str, resume: bool, emit: Emit,
         cache.ensure()
         cache.write_scene_json(scene, digest)
         from solver_server.backends import create
-        warm = s.backend == "none" or os.path.exists(_warm_marker(s.backend))
+        warm = kernel_cache.is_warm(s.backend)
         progress("building" if warm else "compiling", 0.0,
                  "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
         backend = create(scene, lambda st, fr: progress(st, (current[0] - s.frame_start + fr) / span))
@@ -135,7 +109,7 @@ def run_job(scene: Scene, cache_dir: str, resume: bool, emit: Emit,
             emit(("frame", r.frame, list(pos), list(pos.values()), stats))
             frames_done += 1
             if first and not warm:
-                _mark_warm(s.backend)
+                kernel_cache.mark_warm(s.backend)
             first = False
         emit(("end", "done", frames_done, "", f"baked {frames_done} frames", None, None))
         return "done"
