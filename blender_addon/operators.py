@@ -6,6 +6,11 @@ start/stop the local server.
 Esc cancels. Under ``bpy.app.background`` (``blender -b``, the bpy module) timers never fire,
 so the same operator runs :meth:`BakeSession.run` to completion and returns FINISHED: a farm
 can bake with ``blender -b file.blend --python-expr "import bpy; bpy.ops.clearance.bake()"``.
+
+The modal operator only forwards its events: :func:`modal_event` (what one TIMER or Esc event
+does), :func:`tick` (one timer tick) and :func:`outcome` (the report of a finished session) hold
+the logic, so tests drive the UI path headless with the event's type and value, a real session
+and a real server (Blender cannot construct Event objects, and timers never fire without a UI).
 """
 from __future__ import annotations
 
@@ -67,6 +72,53 @@ def connect(context, protocol_version: Optional[tuple] = None) -> Client:
     return client
 
 
+def register_ui_session(scene: bpy.types.Scene, session: BakeSession) -> None:
+    """Make ``session`` the scene's running UI bake (what Cancel and add-on disable act on)."""
+    _sessions[scene.name] = session
+
+
+def ui_session(scene: bpy.types.Scene) -> Optional[BakeSession]:
+    """The scene's running UI bake, if any."""
+    return _sessions.get(scene.name)
+
+
+def tick(context, session: BakeSession) -> bool:
+    """One timer tick of a UI bake: handle what has arrived, update the progress bar, the status
+    bar text and the panels. True while the bake runs; when it ends, the session is unregistered."""
+    running = session.poll(0.0)
+    wm = context.window_manager
+    if wm is not None:
+        wm.progress_update(context.scene.clearance.progress)
+    if context.workspace is not None:
+        context.workspace.status_text_set(f"Clearance: {session.message}  (Esc to cancel)" if running else None)
+    for area in context.screen.areas if context.screen else ():
+        if area.type in {"PROPERTIES", "VIEW_3D"}:
+            area.tag_redraw()
+    if not running:
+        _sessions.pop(context.scene.name, None)
+    return running
+
+
+def modal_event(context, session: BakeSession, event_type: str, event_value: str) -> bool:
+    """What the modal bake does with one event (``event.type``, ``event.value``): Esc pressed
+    cancels (the session ends when the server confirms), a TIMER event runs :func:`tick`.
+    False once a tick found the bake ended (the operator then finishes)."""
+    if event_type == "ESC" and event_value == "PRESS":
+        session.cancel()
+    if event_type != "TIMER":
+        return True   # the next tick notices the end and finishes
+    return tick(context, session)
+
+
+def outcome(session: BakeSession) -> tuple:
+    """(operator result, report level, message) of a session that has ended."""
+    if session.state == DONE:
+        return {"FINISHED"}, "INFO", f"Clearance: baked frames {session.frame_start}–{session.frame_end}"
+    if session.state == CANCELLED:
+        return {"FINISHED"}, "WARNING", session.message
+    return {"CANCELLED"}, "ERROR", session.error or "the bake failed"
+
+
 def _report_error(op, scene, text: str) -> set:
     scene.clearance.last_error = text
     scene.clearance.status = "Error"
@@ -117,14 +169,11 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         return session
 
     def _finish(self, context, session: BakeSession) -> set:
-        scene = context.scene
-        if session.state == DONE:
-            self.report({"INFO"}, f"Clearance: baked frames {session.frame_start}–{session.frame_end}")
-            return {"FINISHED"}
-        if session.state == CANCELLED:
-            self.report({"WARNING"}, session.message)
-            return {"FINISHED"}
-        return _report_error(self, scene, session.error or "the bake failed")
+        result, level, text = outcome(session)
+        if level == "ERROR":
+            return _report_error(self, context.scene, text)
+        self.report({level}, text)
+        return result
 
     def execute(self, context) -> set:
         session = self._prepare(context)
@@ -138,7 +187,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
     def _start_modal(self, context, session: BakeSession) -> set:
         wm = context.window_manager
         self._session = session
-        _sessions[context.scene.name] = session
+        register_ui_session(context.scene, session)
         self._timer = wm.event_timer_add(0.1, window=context.window)
         wm.modal_handler_add(self)
         wm.progress_begin(0.0, 1.0)
@@ -146,23 +195,11 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
 
     def modal(self, context, event) -> set:
         session = self._session
-        if event.type == "ESC" and event.value == "PRESS":
-            session.cancel()
-        if event.type != "TIMER":
+        if modal_event(context, session, event.type, event.value):
             return {"PASS_THROUGH"}
-        running = session.poll(0.0)
         wm = context.window_manager
-        wm.progress_update(context.scene.clearance.progress)
-        if context.workspace is not None:
-            context.workspace.status_text_set(f"Clearance: {session.message}  (Esc to cancel)" if running else None)
-        for area in context.screen.areas if context.screen else ():
-            if area.type in {"PROPERTIES", "VIEW_3D"}:
-                area.tag_redraw()
-        if running:
-            return {"PASS_THROUGH"}
         wm.event_timer_remove(self._timer)
         wm.progress_end()
-        _sessions.pop(context.scene.name, None)
         return self._finish(context, session)
 
 
