@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -67,7 +68,8 @@ def _cell_range(lo, hi, origin, inv_cell):
 
 @njit(cache=True, fastmath=False)
 def _build_table(lo, hi, origin, inv_cell, size):
-    """Counting-sort of target items into hash buckets. Returns (start (size+1,), items, big items)."""
+    """Counting-sort of target items into hash buckets. Returns (start (size+1,), items, their boxes
+    (lo, hi) copied in bucket order (a query scans them sequentially), big items)."""
     m = lo.shape[0]
     counts = np.zeros(size + 1, dtype=np.int64)
     is_big = np.zeros(m, dtype=np.bool_)
@@ -84,6 +86,7 @@ def _build_table(lo, hi, origin, inv_cell, size):
     for b in range(size):
         counts[b + 1] += counts[b]
     items = np.empty(counts[size], dtype=np.int32)
+    boxes = np.empty((counts[size], 6))
     fill = counts[:size].copy()
     for i in range(m):
         if is_big[i]:
@@ -94,9 +97,12 @@ def _build_table(lo, hi, origin, inv_cell, size):
                 for iz in range(z0, z1 + 1):
                     h = _hash(ix, iy, iz, size)
                     items[fill[h]] = i
+                    for a in range(3):
+                        boxes[fill[h], a] = lo[i, a]
+                        boxes[fill[h], 3 + a] = hi[i, a]
                     fill[h] += 1
     big = np.nonzero(is_big)[0].astype(np.int32)
-    return counts, items, big
+    return counts, items, boxes, big
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -136,57 +142,12 @@ def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
     return True
 
 
-@njit(cache=True, fastmath=False, inline="always")
-def _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
-               self_contact, static, out, pos):
-    """Visit the pairs of query q; write them at out[pos:] if out has rows. Returns the count."""
-    n = 0
-    x0, y0, z0, x1, y1, z1 = _cell_range(qlo[q], qhi[q], origin, inv_cell)
-    ncell = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
-    write = out.shape[0] > 0
-    if ncell > MAX_CELLS:
-        # huge query box: test every target directly
-        for t in range(tlo.shape[0]):
-            if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
-                if write:
-                    out[pos + n, 0] = q
-                    out[pos + n, 1] = t
-                n += 1
-        return n
-    for ix in range(x0, x1 + 1):
-        for iy in range(y0, y1 + 1):
-            for iz in range(z0, z1 + 1):
-                h = _hash(ix, iy, iz, size)
-                for s in range(start[h], start[h + 1]):
-                    t = items[s]
-                    if not _overlap(qlo, qhi, tlo, thi, q, t):
-                        continue
-                    # report only from the cell holding the lower corner of the overlap box
-                    cx = np.int64(np.floor((max(qlo[q, 0], tlo[t, 0]) - origin[0]) * inv_cell))
-                    cy = np.int64(np.floor((max(qlo[q, 1], tlo[t, 1]) - origin[1]) * inv_cell))
-                    cz = np.int64(np.floor((max(qlo[q, 2], tlo[t, 2]) - origin[2]) * inv_cell))
-                    if cx != ix or cy != iy or cz != iz:
-                        continue
-                    if _accept(mode, q, t, faces, edges, vbody, self_contact, static):
-                        if write:
-                            out[pos + n, 0] = q
-                            out[pos + n, 1] = t
-                        n += 1
-    for bi in range(big.shape[0]):
-        t = big[bi]
-        if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
-            if write:
-                out[pos + n, 0] = q
-                out[pos + n, 1] = t
-            n += 1
-    return n
-
-
 @njit(cache=True, fastmath=False)
-def _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
-                   self_contact, static, buf):
-    """Accepted targets of query q (same rules as _query_one) written to buf while it has room.
-    Returns their number; the caller grows buf and asks again when it exceeds buf.shape[0]."""
+def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                   vbody, self_contact, static, buf):
+    """Accepted targets of query q written to buf while it has room. Returns their number; the
+    caller grows buf and asks again when it exceeds buf.shape[0] (buf of size 0: count only).
+    A pair is reported only from the cell holding the lower corner of the two boxes' overlap."""
     n = 0
     cap = buf.shape[0]
     x0, y0, z0, x1, y1, z1 = _cell_range(qlo[q], qhi[q], origin, inv_cell)
@@ -198,6 +159,8 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, s
                     buf[n] = t
                 n += 1
         return n
+    qlo0, qlo1, qlo2 = qlo[q, 0], qlo[q, 1], qlo[q, 2]
+    qhi0, qhi1, qhi2 = qhi[q, 0], qhi[q, 1], qhi[q, 2]
     for ix in range(x0, x1 + 1):
         for iy in range(y0, y1 + 1):
             for iz in range(z0, z1 + 1):
@@ -206,11 +169,12 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, s
                     t = items[s]
                     if mode == 1 and t <= q:
                         continue   # edge-edge pairs are reported once, from the lower edge
-                    if not _overlap(qlo, qhi, tlo, thi, q, t):
+                    if not (qlo0 <= boxes[s, 3] and boxes[s, 0] <= qhi0 and qlo1 <= boxes[s, 4]
+                            and boxes[s, 1] <= qhi1 and qlo2 <= boxes[s, 5] and boxes[s, 2] <= qhi2):
                         continue
-                    cx = np.int64(np.floor((max(qlo[q, 0], tlo[t, 0]) - origin[0]) * inv_cell))
-                    cy = np.int64(np.floor((max(qlo[q, 1], tlo[t, 1]) - origin[1]) * inv_cell))
-                    cz = np.int64(np.floor((max(qlo[q, 2], tlo[t, 2]) - origin[2]) * inv_cell))
+                    cx = np.int64(np.floor((max(qlo0, boxes[s, 0]) - origin[0]) * inv_cell))
+                    cy = np.int64(np.floor((max(qlo1, boxes[s, 1]) - origin[1]) * inv_cell))
+                    cz = np.int64(np.floor((max(qlo2, boxes[s, 2]) - origin[2]) * inv_cell))
                     if cx != ix or cy != iy or cz != iz:
                         continue
                     if _accept(mode, q, t, faces, edges, vbody, self_contact, static):
@@ -246,44 +210,74 @@ def hash_grid(qlo, qhi, tlo, thi):
         cell = 1.0
     inv_cell = 1.0 / cell
     size = max(1024, 2 * nt)
-    start, items, big = _build_table(tlo, thi, origin, inv_cell, size)
-    return origin, inv_cell, size, start, items, big
+    start, items, boxes, big = _build_table(tlo, thi, origin, inv_cell, size)
+    return origin, inv_cell, size, start, items, boxes, big
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _chunk_count(n):
+    return max(1, min(n, 64))
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static):
-    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32."""
+def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single):
+    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32, in query order
+    (several threads: count, then write)."""
     nq = qlo.shape[0]
     nt = tlo.shape[0]
     if nq == 0 or nt == 0:
         return np.zeros((0, 2), dtype=np.int32)
-    origin = np.empty(3)
-    ext = 0.0
-    for a in range(3):
-        origin[a] = min(qlo[:, a].min(), tlo[:, a].min())
-    for i in range(nt):
-        ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
-    qext = 0.0
-    for i in range(nq):
-        qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
-    cell = max(ext / nt, qext / nq)
-    if not cell > 0.0:
-        cell = 1.0
-    inv_cell = 1.0 / cell
-    size = max(1024, 2 * nt)
-    start, items, big = _build_table(tlo, thi, origin, inv_cell, size)
+    origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+    if single:
+        # one thread: a single pass appending to a growing output
+        out = np.empty((max(64, 4 * nq), 2), dtype=np.int32)
+        buf = np.empty(64, dtype=np.int64)
+        m = 0
+        for q in range(nq):
+            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                               edges, vbody, self_contact, static, buf)
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+                _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                               edges, vbody, self_contact, static, buf)
+            if m + n > out.shape[0]:
+                grown = np.empty((2 * (m + n), 2), dtype=np.int32)
+                grown[:m] = out[:m]
+                out = grown
+            for j in range(n):
+                out[m + j, 0] = q
+                out[m + j, 1] = buf[j]
+            m += n
+        return out[:m].copy()
     counts = np.zeros(nq + 1, dtype=np.int64)
-    empty = np.zeros((0, 2), dtype=np.int32)
-    for q in prange(nq):
-        counts[q + 1] = _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
-                                   edges, vbody, self_contact, static, empty, 0)
+    nch = _chunk_count(nq)
+    for ch in prange(nch):
+        empty = np.empty(0, dtype=np.int64)
+        for q in range(ch * nq // nch, (ch + 1) * nq // nch):
+            counts[q + 1] = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
+                                           mode, faces, edges, vbody, self_contact, static, empty)
     for q in range(nq):
         counts[q + 1] += counts[q]
     out = np.empty((counts[nq], 2), dtype=np.int32)
-    for q in prange(nq):
-        _query_one(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces, edges, vbody,
-                   self_contact, static, out[counts[q]:counts[q + 1]], 0)
+    for ch in prange(nch):
+        buf = np.empty(64, dtype=np.int64)
+        for q in range(ch * nq // nch, (ch + 1) * nq // nch):
+            n = counts[q + 1] - counts[q]
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+            _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                           edges, vbody, self_contact, static, buf)
+            for j in range(n):
+                out[counts[q] + j, 0] = q
+                out[counts[q] + j, 1] = buf[j]
     return out
+
+
+def _box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static):
+    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32; one pass when numba
+    runs on one thread."""
+    return _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static,
+                             numba.get_num_threads() == 1)
 
 
 def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:

@@ -137,7 +137,7 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
     nq = qlo.shape[0]
     if nq == 0 or tlo.shape[0] == 0:
         return t_start
-    origin, inv_cell, size, start, items, big = hash_grid(qlo, qhi, tlo, thi)
+    origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
     nch = _chunk_count(nq)
     best = np.full(nch, t_start)
     for ch in prange(nch):
@@ -147,12 +147,12 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
         P = np.empty(12)
         ids = np.empty(4, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
-                               edges, vbody, self_contact, static, buf)
+            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                               faces, edges, vbody, self_contact, static, buf)
             if n > buf.shape[0]:
                 buf = np.empty(2 * n, dtype=np.int64)
-                n = _query_targets(q, qlo, qhi, tlo, thi, start, items, big, origin, inv_cell, size, mode, faces,
-                                   edges, vbody, self_contact, static, buf)
+                n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                   faces, edges, vbody, self_contact, static, buf)
             for jt in range(n):
                 t = buf[jt]
                 if mode == 0:
