@@ -70,3 +70,19 @@ def test_frictionless_bodies_have_no_friction_pairs():
     fs = friction_setup(x, find_candidates(x, mesh, DHAT), mesh, DHAT, KAPPA)
     assert len(fs) == 0
     assert friction_energy(x + 0.01, x, fs, 1e-4) == 0.0
+
+
+def test_projected_friction_hessian_equals_unprojected_psd_one():
+    """The smoothed friction Hessian is PSD by construction, so the closed-form 2x2 clamp must leave
+    it unchanged (a wrong eigen-system in the projection would not)."""
+    x_prev, mesh = _two_sheets()
+    fs = friction_setup(x_prev, find_candidates(x_prev, mesh, DHAT), mesh, DHAT, KAPPA)
+    rng = np.random.default_rng(8)
+    for scale in (1e-5, 3e-5, 1e-3):
+        x = x_prev + scale * rng.normal(size=x_prev.shape)
+        r, c, v = friction_hessian(x, x_prev, fs, 1e-4, project_psd=False)
+        A = sp.coo_matrix((v, (r, c)), shape=(54, 54)).toarray()
+        r, c, v = friction_hessian(x, x_prev, fs, 1e-4, project_psd=True)
+        B = sp.coo_matrix((v, (r, c)), shape=(54, 54)).toarray()
+        assert np.abs(A).max() > 0
+        assert_close(B, A, rel=1e-12, abs_=1e-12 * np.abs(A).max())

@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from .barrier import barrier_first_derivative
+from .block_assembly import sum_blocks
 from .broad_phase import Candidates
 from .distance import stencil_closest
 from .mesh import CollisionMesh
@@ -123,14 +124,20 @@ def f1_over_y(y, eps):
     return (2.0 * eps - y) / (eps * eps)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _tangent_disp(x, x_prev, ids, coef, T, k):
-    dv = np.zeros(3)
+    """Tangential relative displacement u = T_k^T sum_i c_ki (x_i - x_prev_i) (m) as a 2-tuple."""
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
     for i in range(4):
         v = ids[k, i]
-        for a in range(3):
-            dv[a] += coef[k, i] * (x[v, a] - x_prev[v, a])
-    return T[k].T @ dv
+        c = coef[k, i]
+        d0 += c * (x[v, 0] - x_prev[v, 0])
+        d1 += c * (x[v, 1] - x_prev[v, 1])
+        d2 += c * (x[v, 2] - x_prev[v, 2])
+    return (T[k, 0, 0] * d0 + T[k, 1, 0] * d1 + T[k, 2, 0] * d2,
+            T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2)
 
 
 @njit(cache=True, fastmath=False, parallel=True)
@@ -138,8 +145,8 @@ def _energy(x, x_prev, ids, coef, T, ml, eps):
     K = ids.shape[0]
     e = np.zeros(K)
     for k in prange(K):
-        u = _tangent_disp(x, x_prev, ids, coef, T, k)
-        e[k] = ml[k] * f0(math.sqrt(u @ u), eps)
+        u0, u1 = _tangent_disp(x, x_prev, ids, coef, T, k)
+        e[k] = ml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps)
     return e.sum()
 
 
@@ -148,9 +155,10 @@ def _gradient(x, x_prev, ids, coef, T, ml, eps):
     K = ids.shape[0]
     F = np.zeros((K, 3))
     for k in prange(K):
-        u = _tangent_disp(x, x_prev, ids, coef, T, k)
-        y = math.sqrt(u @ u)
-        F[k] = ml[k] * f1_over_y(y, eps) * (T[k] @ u)
+        u0, u1 = _tangent_disp(x, x_prev, ids, coef, T, k)
+        w = ml[k] * f1_over_y(math.sqrt(u0 * u0 + u1 * u1), eps)
+        for a in range(3):
+            F[k, a] = w * (T[k, a, 0] * u0 + T[k, a, 1] * u1)
     out = np.zeros(x.shape[0] * 3)
     for k in range(K):
         for i in range(4):
@@ -160,37 +168,77 @@ def _gradient(x, x_prev, ids, coef, T, ml, eps):
     return out
 
 
+@njit(cache=True, fastmath=False)
+def _block_layout(coef):
+    """Start of each pair's Hessian blocks: one 3x3 block per pair of slots with nonzero coefficient."""
+    K = coef.shape[0]
+    bstart = np.zeros(K + 1, dtype=np.int64)
+    for k in range(K):
+        nz = 0
+        for i in range(4):
+            if coef[k, i] != 0.0:
+                nz += 1
+        bstart[k + 1] = bstart[k] + nz * nz
+    return bstart
+
+
 @njit(cache=True, fastmath=False, parallel=True)
-def _hessian(x, x_prev, ids, coef, T, ml, eps, project):
+def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart):
+    """Per-pair 3x3 blocks c_i c_j mu lambda T M T^T, M = f1/y I + (f1/y)'/y u u^T (2x2). M has the
+    eigenvalues f1/y (across u) and f1' (along u); projection clamps them at 0 in closed form."""
     K = ids.shape[0]
-    rows = np.empty(K * 144, dtype=np.int32)
-    cols = np.empty(K * 144, dtype=np.int32)
-    vals = np.empty(K * 144)
+    nb = bstart[K]
+    bi = np.empty(nb, dtype=np.int32)
+    bj = np.empty(nb, dtype=np.int32)
+    bval = np.empty((nb, 3, 3))
     for k in prange(K):
-        u = _tangent_disp(x, x_prev, ids, coef, T, k)
-        y = math.sqrt(u @ u)
-        M = f1_over_y(y, eps) * np.eye(2)
+        u0, u1 = _tangent_disp(x, x_prev, ids, coef, T, k)
+        y = math.sqrt(u0 * u0 + u1 * u1)
+        a = f1_over_y(y, eps)
+        bq = 0.0
         if y > 0.0:
             dfy = -1.0 / (y * y) if y >= eps else -1.0 / (eps * eps)
-            M += (dfy / y) * np.outer(u, u)
-        if project:
-            w, V = np.linalg.eigh(M)
-            for i in range(2):
-                w[i] = max(w[i], 0.0)
-            M = (V * w) @ V.T
-        B = ml[k] * (T[k] @ M @ T[k].T)
-        base = k * 144
-        for p in range(12):
-            i = p // 3
-            a = p % 3
-            rp = 3 * ids[k, i] + a
-            for q in range(12):
-                j = q // 3
-                b = q % 3
-                rows[base + 12 * p + q] = rp
-                cols[base + 12 * p + q] = 3 * ids[k, j] + b
-                vals[base + 12 * p + q] = coef[k, i] * coef[k, j] * B[a, b]
-    return rows, cols, vals
+            bq = dfy / y
+        # M = a I + bq u u^T
+        m00 = a + bq * u0 * u0
+        m01 = bq * u0 * u1
+        m11 = a + bq * u1 * u1
+        if project and y > 0.0:
+            lam_t = max(a, 0.0)                   # across u
+            lam_u = max(a + bq * y * y, 0.0)      # along u (= f1'(y))
+            h0 = u0 / y
+            h1 = u1 / y
+            m00 = lam_t + (lam_u - lam_t) * h0 * h0
+            m01 = (lam_u - lam_t) * h0 * h1
+            m11 = lam_t + (lam_u - lam_t) * h1 * h1
+        elif project:
+            m00 = max(m00, 0.0)
+            m11 = max(m11, 0.0)
+        # A = ml T M T^T (3x3)
+        A = np.empty((3, 3))
+        for p in range(3):
+            tp0 = T[k, p, 0]
+            tp1 = T[k, p, 1]
+            for q in range(3):
+                tq0 = T[k, q, 0]
+                tq1 = T[k, q, 1]
+                A[p, q] = ml[k] * (tp0 * (m00 * tq0 + m01 * tq1) + tp1 * (m01 * tq0 + m11 * tq1))
+        b = bstart[k]
+        for i in range(4):
+            ci = coef[k, i]
+            if ci == 0.0:
+                continue
+            for j in range(4):
+                cj = coef[k, j]
+                if cj == 0.0:
+                    continue
+                bi[b] = ids[k, i]
+                bj[b] = ids[k, j]
+                for p in range(3):
+                    for q in range(3):
+                        bval[b, p, q] = ci * cj * A[p, q]
+                b += 1
+    return bi, bj, bval
 
 
 def _xs(x, x_prev):
@@ -218,9 +266,13 @@ def friction_gradient(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_
 
 def friction_hessian(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h: float,
                      project_psd: bool = True):
-    """Hessian of friction_energy as COO triplets (rows int32, cols int32, vals float64), 3n DOFs."""
+    """Hessian of friction_energy as COO triplets (rows int32, cols int32, vals float64), 3n DOFs,
+    without duplicates and sorted by row then column (see block_assembly)."""
     x, x_prev = _xs(x, x_prev)
     if len(fs) == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
     with threads_for(len(fs)):
-        return _hessian(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h), bool(project_psd))
+        bstart = _block_layout(fs.coef)
+        bi, bj, bval = _hessian_blocks(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h),
+                                       bool(project_psd), bstart)
+        return sum_blocks(bi, bj, bval, x.shape[0])
