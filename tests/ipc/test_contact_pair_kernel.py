@@ -3,6 +3,7 @@ block assembly against their straightforward references: potential.pair_barrier 
 FD-checked in test_contact_barrier.py), np.linalg.eigh / full 12x12 PSD projection, and
 scipy's duplicate summation."""
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from solver_server.ipc.contact import (CollisionMesh, find_candidates, barrier_energy, barrier_gradient,
@@ -10,7 +11,7 @@ from solver_server.ipc.contact import (CollisionMesh, find_candidates, barrier_e
 from solver_server.ipc.contact.barrier_pair import new_scratch, pair_terms, pair_stencil_local, cross_norm2_value
 from solver_server.ipc.contact.block_assembly import sum_blocks
 from solver_server.ipc.contact.distance import KIND_PP, KIND_PE, KIND_PT, KIND_EE
-from solver_server.ipc.contact.eigen_small import jacobi_eigh
+from solver_server.ipc.contact.eigen_small import jacobi_eigh, tridiagonal_ql_eigh
 from solver_server.ipc.contact.potential import pair_barrier
 from solver_server.ipc.contact.psd import project_psd
 
@@ -69,10 +70,13 @@ def test_fast_pair_kernel_equals_reference_and_exact_projection():
     assert n_moll > 100   # the mollified (full 9-D) path ran
 
 
-def test_jacobi_eigh_matches_lapack():
+@pytest.mark.parametrize("solver", ["jacobi", "ql"])
+def test_small_eigh_matches_lapack(solver):
     rng = np.random.default_rng(7)
     A = np.zeros((9, 9))
     V = np.zeros((9, 9))
+    d = np.zeros(9)
+    e = np.zeros(9)
     for n in (1, 2, 3, 5, 9):
         for trial in range(50):
             M = rng.normal(size=(n, n))
@@ -81,7 +85,10 @@ def test_jacobi_eigh_matches_lapack():
                 Q = np.linalg.qr(rng.normal(size=(n, n)))[0]
                 M = Q @ np.diag(np.round(rng.normal(size=n)) * (rng.random(n) < 0.6)) @ Q.T
             A[:n, :n] = M
-            jacobi_eigh(A, n, V)
+            if solver == "jacobi":
+                jacobi_eigh(A, n, V)
+            else:
+                tridiagonal_ql_eigh(A, n, V, d, e)
             w = np.diag(A)[:n]
             ref = np.linalg.eigvalsh(M)
             scale = max(1.0, np.abs(ref).max())

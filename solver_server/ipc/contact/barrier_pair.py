@@ -25,7 +25,7 @@ from numba import njit
 
 from .barrier import barrier, barrier_first_derivative, barrier_second_derivative
 from .distance import KIND_PP, KIND_PE, KIND_PT, point_triangle_stencil, edge_edge_stencil
-from .eigen_small import jacobi_eigh
+from .eigen_small import jacobi_eigh, tridiagonal_ql_eigh
 from .mollifier import mollifier
 
 # orthonormal basis (4, 3) of the vectors of R^4 orthogonal to (1, 1, 1, 1): rigid translations
@@ -199,14 +199,18 @@ def _add_cross_norm2_hess(X, H, w):
 
 
 @njit(cache=True, fastmath=False)
-def _project_small(K, k, A, V, project):
-    """Replace the symmetric k x k matrix K by its PSD projection (eigenvalues clamped at 0)."""
+def _project_small(K, k, A, V, d, e, project):
+    """Replace the symmetric k x k matrix K by its PSD projection (eigenvalues clamped at 0).
+    Jacobi for k <= 5 (as fast, simpler), Householder + QL for the 9-D mollified case; d, e: scratch."""
     if not project:
         return
     for i in range(k):
         for j in range(k):
             A[i, j] = K[i, j]
-    jacobi_eigh(A, k, V)
+    if k > 5:
+        tridiagonal_ql_eigh(A, k, V, d, e)
+    else:
+        jacobi_eigh(A, k, V)
     neg = False
     for i in range(k):
         if A[i, i] < 0.0:
@@ -377,7 +381,7 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
                     v -= alpha * (F[p, 0] * (i00 * F[q, 0] + i01 * F[q, 1]) + F[p, 1] * (i01 * F[q, 0] + i11 * F[q, 1]))
                 K[p, q] = v
                 K[q, p] = v
-        _project_small(K, k, A, V, project)
+        _project_small(K, k, A, V, T[10], T[11], project)
         _reconstruct(B, K, k, slots, ns, T, H)
         return m * b, ns
     # mollified edge-edge: full 12x12 Hessian, projected on the translation complement
@@ -433,6 +437,6 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
             for al in range(3):
                 for bb in range(3):
                     B[3 * i + a, 3 * al + bb] = _Q4[i, al] if a == bb else 0.0
-    _project_small(K, 9, A, V, True)
+    _project_small(K, 9, A, V, T[10], T[11], True)
     _reconstruct(B, K, 9, slots, 4, T, H)
     return m * b, 4

@@ -70,3 +70,114 @@ def jacobi_eigh(A, n, V):
                     V[r, p] = vrp - s * (vrq + tau * vrp)
                     V[r, q] = vrq + s * (vrp - tau * vrq)
     return MAX_SWEEPS
+
+
+@njit(cache=True, fastmath=False)
+def tridiagonal_ql_eigh(A, n, V, d, e):
+    """Same contract as jacobi_eigh (eigenvalues on the diagonal of A, eigenvectors in the columns
+    of V), by Householder reduction to tridiagonal form followed by the implicit QL method with
+    Wilkinson-type shifts: about 5x fewer flops than Jacobi at n = 9. d, e: scratch (>= n,).
+    Returns the total number of QL iterations."""
+    for i in range(n):
+        for j in range(n):
+            V[i, j] = 1.0 if i == j else 0.0
+    # Householder: A <- P A P column by column, V <- V P
+    for k in range(n - 2):
+        tail = 0.0
+        for i in range(k + 2, n):
+            tail += A[i, k] * A[i, k]
+        if tail == 0.0:
+            continue
+        x0 = A[k + 1, k]
+        alpha = -math.copysign(math.sqrt(tail + x0 * x0), x0)
+        # v stored in d[k+1:n]
+        for i in range(k + 1, n):
+            d[i] = A[i, k]
+        d[k + 1] -= alpha
+        vv = 0.0
+        for i in range(k + 1, n):
+            vv += d[i] * d[i]
+        beta = 2.0 / vv
+        # p = beta A v (in e), K = beta/2 v.p, w = p - K v
+        vp = 0.0
+        for i in range(k + 1, n):
+            s = 0.0
+            for j in range(k + 1, n):
+                s += A[i, j] * d[j]
+            e[i] = beta * s
+            vp += d[i] * e[i]
+        K = 0.5 * beta * vp
+        for i in range(k + 1, n):
+            e[i] -= K * d[i]
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                A[i, j] -= d[i] * e[j] + e[i] * d[j]
+        A[k + 1, k] = alpha
+        A[k, k + 1] = alpha
+        for i in range(k + 2, n):
+            A[i, k] = 0.0
+            A[k, i] = 0.0
+        for r in range(n):
+            s = 0.0
+            for j in range(k + 1, n):
+                s += V[r, j] * d[j]
+            s *= beta
+            for j in range(k + 1, n):
+                V[r, j] -= s * d[j]
+    for i in range(n):
+        d[i] = A[i, i]
+        e[i] = A[i + 1, i] if i < n - 1 else 0.0
+    # implicit QL on the tridiagonal (d, e), e[i] couples i and i + 1
+    total = 0
+    for l in range(n):
+        it = 0
+        while True:
+            m = l
+            while m < n - 1:
+                dd = abs(d[m]) + abs(d[m + 1])
+                if abs(e[m]) + dd == dd:
+                    break
+                m += 1
+            if m == l or it >= 60:
+                break
+            it += 1
+            total += 1
+            g = (d[l + 1] - d[l]) / (2.0 * e[l])
+            r = math.hypot(g, 1.0)
+            g = d[m] - d[l] + e[l] / (g + math.copysign(r, g))
+            s = 1.0
+            c = 1.0
+            p = 0.0
+            i = m - 1
+            deflated = False
+            while i >= l:
+                f = s * e[i]
+                b = c * e[i]
+                r = math.hypot(f, g)
+                e[i + 1] = r
+                if r == 0.0:
+                    d[i + 1] -= p
+                    e[m] = 0.0
+                    deflated = True
+                    break
+                s = f / r
+                c = g / r
+                g = d[i + 1] - p
+                r = (d[i] - g) * s + 2.0 * c * b
+                p = s * r
+                d[i + 1] = g + p
+                g = c * r - b
+                for k in range(n):
+                    f = V[k, i + 1]
+                    V[k, i + 1] = s * V[k, i] + c * f
+                    V[k, i] = c * V[k, i] - s * f
+                i -= 1
+            if deflated:
+                continue
+            d[l] -= p
+            e[l] = g
+            e[m] = 0.0
+    for i in range(n):
+        for j in range(n):
+            A[i, j] = d[i] if i == j else 0.0
+    return total
