@@ -56,6 +56,7 @@ class BakeSession:
         self.last_frame: Optional[int] = None
         s = export.scene.settings
         self.frame_start, self.frame_end = s.frame_start, s.frame_end
+        self.last_news = time.monotonic()  # when the last message of this job arrived (stall detection)
         self.compiling = ""  # the server's "compiling kernels" notice, shown until the first solved frame
         self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
@@ -101,6 +102,7 @@ class BakeSession:
         """Apply one server message (Frame, Progress, Done, Error)."""
         if getattr(ev, "job_id", None) not in (None, self.job_id):
             return
+        self.last_news = time.monotonic()
         if isinstance(ev, Frame):
             self._replace_previous_bake()
             for name, pos in zip(ev.names, ev.positions):
@@ -175,15 +177,14 @@ class BakeSession:
     def run(self, stall_timeout: float = 600.0) -> str:
         """Block until the job ends (background mode); returns the final state.
 
-        Fails when the server sends nothing for ``stall_timeout`` seconds.
+        Fails when the server sends nothing for ``stall_timeout`` seconds. The server repeats its
+        last progress every second while a long frame (or the first compilation) runs, so any
+        message counts as news, not only a new frame or a new status text.
         """
-        last = time.monotonic()
+        self.last_news = time.monotonic()
         while self.state == RUNNING:
-            before = (self.last_frame, self.message)
             self.poll(0.25)
-            if (self.last_frame, self.message) != before:
-                last = time.monotonic()
-            elif time.monotonic() - last > stall_timeout:
+            if self.state == RUNNING and time.monotonic() - self.last_news > stall_timeout:
                 self._fail(f"no news from the server for {stall_timeout:.0f} s")
                 self._cancel_quietly()
                 self.close()

@@ -103,3 +103,13 @@ def test_failed_bake_keeps_finished_frames(blender, server, tmp_path):
     from protocol.pc2 import read_pc2
     kept, _, _ = read_pc2(os.path.join(str(tmp_path / "cache"), "box.pc2"))
     assert kept.shape[0] == 4  # start frame + 3 solved frames
+
+
+def test_heartbeats_keep_a_long_frame_alive(blender, server, tmp_path):
+    # One frame takes 2.2 s, longer than the 1.5 s stall limit: only the server's heartbeat
+    # (its last progress repeated every second) shows it is still working.
+    _animated_scene(tmp_path, server, (1, 2))
+    session, bs = _session(tmp_path, server, resume=False, delay=2.2)
+    session.start()
+    assert session.run(stall_timeout=1.5) == bs.DONE, session.error
+    assert session.last_frame == 2

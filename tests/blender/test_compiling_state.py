@@ -1,26 +1,56 @@
 """No silent stall: the first bake after an install says "compiling" in the panel.
 
-A server subprocess started with a fresh, empty CLEARANCE_STATE_DIR has no record that its numba
-kernels were ever compiled, so its first IPC job reports Progress("compiling", message) before the
-first solved frame. The add-on's bake session must receive it in that order and keep the notice in
-the panel's status text until the first solved frame (the start frame arrives before the slow
+A server subprocess started with a fresh CLEARANCE_STATE_DIR has no record (warm marker) that its
+numba kernels were ever compiled, so its first IPC job reports Progress("compiling", message) before
+the first solved frame. The add-on's bake session must receive it in that order and keep the notice
+in the panel's status text until the first solved frame (the start frame arrives before the slow
 compile of the first step, and must not replace the notice with "Frame 1 of N").
+
+The default test copies the kernels already compiled for these sources into the fresh folder
+(without the markers), so the server reports a first bake without spending a minute compiling;
+the slow test starts from an empty folder and really compiles.
 """
+import importlib.util
 import os
+import shutil
 import sys
 
 import bpy
+import pytest
 
 from conftest import addon
 from helpers import cube, plane
 
 from protocol.messages import Frame, Progress
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def test_first_bake_reports_compiling_before_the_first_solved_frame(blender, tmp_path, monkeypatch):
-    state_dir = tmp_path / "state"
-    state_dir.mkdir()
-    monkeypatch.setenv("CLEARANCE_STATE_DIR", str(state_dir))
+
+def _kernel_cache_module():
+    """solver_server/kernel_cache.py loaded on its own: importing the package would point this
+    process's NUMBA_CACHE_DIR at the default folder, which every later server would inherit."""
+    spec = importlib.util.spec_from_file_location("_clearance_kernel_cache",
+                                                  os.path.join(ROOT, "solver_server", "kernel_cache.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fresh_state_dir(tmp_path, monkeypatch, prebuilt: bool) -> str:
+    kc = _kernel_cache_module()
+    fingerprint = kc.tree_fingerprint(os.path.join(ROOT, "solver_server"))
+    current = os.path.join(kc.state_dir(), "numba", fingerprint)   # where the other tests' servers compile
+    state = tmp_path / "state"
+    state.mkdir()
+    if prebuilt and os.path.isdir(current):
+        shutil.copytree(current, state / "numba" / fingerprint, ignore=shutil.ignore_patterns("warm-*"))
+    monkeypatch.setenv("CLEARANCE_STATE_DIR", str(state))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)   # the marker would live there instead
+    return str(state)
+
+
+def _first_bake_reports_compiling(tmp_path, monkeypatch, prebuilt: bool):
+    state_dir = _fresh_state_dir(tmp_path, monkeypatch, prebuilt)
     srv = addon("server_process").start(sys.executable, timeout=120.0)
     try:
         scene = bpy.context.scene
@@ -48,7 +78,7 @@ def test_first_bake_reports_compiling_before_the_first_solved_frame(blender, tmp
         session = RecordingSession(scene, addon("export").export_scene(bpy.context),
                                    addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
         session.start()
-        assert session.run(stall_timeout=300) == bs.DONE, session.error
+        assert session.run(stall_timeout=600) == bs.DONE, session.error
     finally:
         srv.stop()
 
@@ -66,4 +96,13 @@ def test_first_bake_reports_compiling_before_the_first_solved_frame(blender, tmp
     assert log[solved[0]][3].startswith("Frame 2 of 3"), log
     assert scene.clearance.status.startswith("Baked")
     # The server recorded that its kernels are compiled: the next bake will not say so again.
-    assert any(name.startswith("warm-ipc-") for name in os.listdir(state_dir))
+    assert any("warm-ipc" in files for _, _, files in os.walk(state_dir))
+
+
+def test_first_bake_reports_compiling_before_the_first_solved_frame(blender, tmp_path, monkeypatch):
+    _first_bake_reports_compiling(tmp_path, monkeypatch, prebuilt=True)
+
+
+@pytest.mark.slow
+def test_first_bake_after_install_compiles_and_says_so(blender, tmp_path, monkeypatch):
+    _first_bake_reports_compiling(tmp_path, monkeypatch, prebuilt=False)
