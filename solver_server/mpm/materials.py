@@ -11,9 +11,22 @@ Models (SI units; mu, lambda are the Lamé parameters from E and nu):
 - ``snow``: Stomakhin et al. 2013 — singular values clamped to [1 - theta_c, 1 + theta_s]; the
   plastic volume ratio J_P (plastic state) hardens mu, lambda by h = exp(xi (1 - J_P)), clamped to
   [0.1, 5] for robustness; fixed corotated stress.
-- ``sand``: Drucker-Prager in Hencky (log) strain with the book's return mapping (§31
-  "Drucker-Prager Elastoplasticity") and Tampubolon volume correction (plastic state = diff_log_J);
+- ``sand``: Mohr-Coulomb friction in Hencky (log) strain, returned like the book's Drucker-Prager
+  mapping (§31 "Drucker-Prager Elastoplasticity", Klar et al. 2016): expansion goes to the cone tip
+  (stress free), otherwise the deviatoric log strain is scaled towards the hydrostatic axis at fixed
+  volume (no plastic dilatancy) until the principal stresses satisfy
+  tau_max - tau_min <= -sin(phi_MC) (tau_max + tau_min).
   StVK-Hencky stress tau = U (2 mu eps + lambda tr(eps) I) U^T.
+  Why not the book's Drucker-Prager cone: with alpha = sqrt(2/3) 2 sin(phi) / (3 - sin(phi)) the cone
+  matches Mohr-Coulomb only in triaxial compression and circumscribes it elsewhere. A slope is
+  locally in plane strain, where that cone acts like Mohr-Coulomb with sin(phi_eff) = 3 alpha / sqrt(2)
+  (phi_eff = 44 deg for phi = 30, 71 deg for phi = 40): slopes far steeper than phi stand. With
+  Mohr-Coulomb the steepest stable slope of a cohesionless material is phi itself, whatever the
+  intermediate principal stress (infinite-slope argument), in 2D sections and in 3D cones alike.
+  The cone is calibrated for flowing sand (mohr_coulomb_sine: sin(phi_MC) = tan(phi), Davis 1968).
+  Plastic state = accumulated plastic shear (log) strain. No Tampubolon volume correction: it left a
+  third of a settled pile stress free (dilated, waiting to be recompacted) and flattened piles by
+  a further 1.5 deg (docs/mpm.md).
 - ``water``: weakly compressible, F reset to J^(1/3) I each step (no shear memory); Tait pressure
   p = K/7 (J^-7 - 1) with K = E / (3 (1 - 2 nu)), no tension (J capped at 1); viscous Kirchhoff
   stress 2 eta J sym(grad v) with grad v ~ C (APIC).
@@ -36,12 +49,14 @@ ELASTIC, SNOW, SAND, WATER, MUD = 0, 1, 2, 3, 4
 CODES = {"elastic": ELASTIC, "snow": SNOW, "sand": SAND, "water": WATER, "mud": MUD}
 
 # column layout of the packed parameter table (one row per material)
-P_TYPE, P_MU, P_LAMBDA, P_DENSITY, P_ALPHA, P_XI, P_THETA_C, P_THETA_S, P_VISC, P_YIELD, P_BULK = range(11)
-NPARAM = 11
+P_TYPE, P_MU, P_LAMBDA, P_DENSITY, P_ALPHA, P_XI, P_THETA_C, P_THETA_S, P_VISC, P_YIELD, P_BULK, P_SINPHI = range(12)
+NPARAM = 12
 
 SNOW_HARDENING_MIN = 0.1
 SNOW_HARDENING_MAX = 5.0
 TAIT_GAMMA = 7.0
+SINE_MAX = 0.97
+"""Largest sin(phi_MC) (phi_MC = 76 deg): keeps the cone open for friction angles near 45 deg and above."""
 SIGMA_FLOOR = 0.05  # singular value floor before taking logs (book's Drucker-Prager code)
 
 PRESETS = {
@@ -70,9 +85,23 @@ def lame(E: float, nu: float) -> tuple:
 
 
 def drucker_prager_alpha(friction_angle_deg: float) -> float:
-    """alpha_DP = sqrt(2/3) 2 sin(phi) / (3 - sin(phi)) (book §31, Klar et al. 2016)."""
+    """alpha_DP = sqrt(2/3) 2 sin(phi) / (3 - sin(phi)) (book §31, Klar et al. 2016): the Drucker-Prager
+    cone through the Mohr-Coulomb compression meridian. Kept for reference and the benchmark; the
+    sand kernel uses Mohr-Coulomb (sin phi) directly, see the module docstring."""
     s = math.sin(math.radians(friction_angle_deg))
     return math.sqrt(2.0 / 3.0) * 2.0 * s / (3.0 - s)
+
+
+def mohr_coulomb_sine(friction_angle_deg: float) -> float:
+    """sin(phi_MC) of the Mohr-Coulomb cone for a pile slope (angle of repose) of phi degrees.
+
+    The return mapping is non-dilatant (plastic flow at constant volume, like Klar et al.'s), so a
+    flowing layer slides along planes of maximum shear, where the stress ratio is
+    tau / sigma_n = sin(phi_MC) rather than tan(phi_MC) (Davis 1968). A layer flowing down a slope of
+    angle beta has tau / sigma_n = tan(beta) on slope-parallel planes, so it stops at
+    tan(beta) = sin(phi_MC): the cone is set to sin(phi_MC) = tan(phi), capped at SINE_MAX (phi
+    at or above ~44 deg)."""
+    return min(math.tan(math.radians(friction_angle_deg)), SINE_MAX)
 
 
 def pack(material: Material) -> np.ndarray:
@@ -90,6 +119,7 @@ def pack(material: Material) -> np.ndarray:
     row[P_VISC] = material.viscosity
     row[P_YIELD] = material.yield_stress
     row[P_BULK] = material.youngs_modulus / (3.0 * (1.0 - 2.0 * material.poisson_ratio))
+    row[P_SINPHI] = mohr_coulomb_sine(material.friction_angle)
     return row
 
 
@@ -107,6 +137,42 @@ def wave_speed(material: Material) -> float:
 def initial_plastic_state(material: Material) -> float:
     """Plastic scalar at rest: J_P = 1 for snow, 0 otherwise."""
     return 1.0 if material.mpm_material == "snow" else 0.0
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def mohr_coulomb_return(eps, mu, lam, sinphi):
+    """Return-map the principal Hencky strains eps (3,) in place onto the cohesionless Mohr-Coulomb
+    cone for Lame parameters mu, lam (Pa) and sin(phi); returns the plastic shear strain removed.
+
+    Stresses tau_i = 2 mu eps_i + lam tr(eps) (tension positive). Expansion (tr eps >= 0): cone tip,
+    eps = 0 (book §31 case II). Otherwise, with m = tr/3 and the deviator e = eps - m, the yield
+    function f = (tau_max - tau_min) + sin(phi) (tau_max + tau_min) is linear in a scale k of the
+    deviator: f(k) = 2 mu k D + sin(phi) (4 mu + 6 lam) m with D = e_max (1 + sin) - e_min (1 - sin)
+    >= 0. If f(1) > 0 the deviator is scaled by k = -sin(phi) (4 mu + 6 lam) m / (2 mu D), which
+    puts the stress on the cone at the same volume and Lode angle (radial return, no dilatancy,
+    as Klar et al.'s Drucker-Prager mapping)."""
+    tr = eps[0] + eps[1] + eps[2]
+    if tr >= 0.0:
+        nrm = math.sqrt(eps[0] * eps[0] + eps[1] * eps[1] + eps[2] * eps[2])
+        eps[0] = 0.0
+        eps[1] = 0.0
+        eps[2] = 0.0
+        return nrm
+    m = tr / 3.0
+    e0 = eps[0] - m
+    e1 = eps[1] - m
+    e2 = eps[2] - m
+    emax = max(e0, max(e1, e2))
+    emin = min(e0, min(e1, e2))
+    dev = 2.0 * mu * (emax * (1.0 + sinphi) - emin * (1.0 - sinphi))
+    press = -sinphi * (4.0 * mu + 6.0 * lam) * m  # > 0: the cone's radius at this volume
+    if dev <= press:
+        return 0.0
+    k = press / dev
+    eps[0] = m + k * e0
+    eps[1] = m + k * e1
+    eps[2] = m + k * e2
+    return (1.0 - k) * math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
@@ -166,33 +232,16 @@ def constitutive(F, C, plastic, prm, U, sig, V, work, diag, tau):
         compose_udu(U, diag, tau)
         return plastic
 
-    # Hencky-strain models: sand (Drucker-Prager) and mud (von Mises)
+    # Hencky-strain models: sand (Mohr-Coulomb) and mud (von Mises)
     for d in range(3):
         s = sig[d]
         if s < SIGMA_FLOOR:
             s = SIGMA_FLOOR
         diag[d] = math.log(s)
     if kind == SAND:
-        jtr = sig[0] * sig[1] * sig[2]
-        for d in range(3):
-            diag[d] += plastic / 3.0
-        tr = diag[0] + diag[1] + diag[2]
-        if tr >= 0.0:
-            diag[0] = 0.0
-            diag[1] = 0.0
-            diag[2] = 0.0
-        else:
-            m = tr / 3.0
-            nrm = math.sqrt((diag[0] - m) ** 2 + (diag[1] - m) ** 2 + (diag[2] - m) ** 2 + 1e-8)
-            dgamma = nrm + (3.0 * lam + 2.0 * mu) / (2.0 * mu) * tr * prm[P_ALPHA]
-            if dgamma > 0.0:
-                for d in range(3):
-                    diag[d] -= dgamma / nrm * (diag[d] - m)
+        plastic += mohr_coulomb_return(diag, mu, lam, prm[P_SINPHI])
         for d in range(3):
             sig[d] = math.exp(diag[d])
-        jnew = sig[0] * sig[1] * sig[2]
-        if jtr > 0.0:
-            plastic += math.log(jtr) - math.log(jnew)
         compose_usv(U, sig, V, F)
     else:  # MUD
         m = (diag[0] + diag[1] + diag[2]) / 3.0

@@ -58,6 +58,11 @@ class MPMSolver:
         self._empty4 = np.zeros((1, 1, 1, 3))
         self.parallel = n >= PARALLEL_MIN_PARTICLES and numba.get_num_threads() > 1
         self.nchunks = max(1, min(n, 8 * numba.get_num_threads())) if self.parallel else 1
+        self.damping = 0.0
+        """Grid velocity damping rate (1/s), 0 by default: v_i <- exp(-damping dt) v_i after the grid
+        update. Dynamic relaxation for quasi-static loading (e.g. measuring an angle of repose
+        without the inertial overshoot of a fast collapse); it also slows free fall, so keep it 0
+        for animation."""
         transfer.init_stress(self.F, self.C, self.tau, self.plastic, self.mat, self.params, self.nchunks)
 
     def use_threads(self, parallel: bool) -> None:
@@ -100,6 +105,8 @@ class MPMSolver:
         update(b.active_list, b.nb, self.gm, self.gv, self.origin, self.spec.dx, dt, self.gravity,
                              self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm, vel, fric,
                              self.collider_kind)
+        if self.damping > 0.0:
+            self.gv *= math.exp(-self.damping * dt)
 
     def g2p(self, dt: float) -> None:
         has, phi, nrm, vel, _ = self._coll()

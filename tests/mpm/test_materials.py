@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import drucker_prager_alpha, lame, preset
+from solver_server.mpm.materials import lame, mohr_coulomb_return, mohr_coulomb_sine, preset
 from .scenes import granular, scene
 
 
@@ -22,16 +22,56 @@ def dev_norm(tau):
     return np.linalg.norm(dev, axis=(1, 2)), tr
 
 
-def test_sand_stress_stays_in_the_drucker_prager_cone():
+def mc_excess(tau, sinphi):
+    """(tau_max - tau_min) + sin(phi_MC) (tau_max + tau_min) per particle (<= 0 inside the cone)."""
+    ev = np.linalg.eigvalsh(tau)
+    return (ev[:, 2] - ev[:, 0]) + sinphi * (ev[:, 2] + ev[:, 0]), ev.sum(axis=1)
+
+
+def test_sand_stress_stays_in_the_mohr_coulomb_cone():
     mat = preset("sand", friction_angle=35.0, particle_spacing=0.025)
     s = dropped(mat)
-    nd, tr = dev_norm(s.tau)
-    alpha = drucker_prager_alpha(35.0)
+    f, tr = mc_excess(s.tau, mohr_coulomb_sine(35.0))
+    scale = np.abs(tr).max()
     assert (tr < -1.0).sum() > 100                      # a real compressed pile
-    assert np.all(tr <= 1e-9 * np.abs(tr).max())         # no tension
-    assert np.all(nd <= -alpha * tr + 1e-6 * np.abs(tr).max() + 1e-9)
-    assert np.any(nd >= 0.99 * -alpha * tr)              # some particles yield (on the cone)
-    assert np.any(s.plastic != 0.0)                      # volume correction in use
+    assert np.all(tr <= 1e-9 * scale)                    # no tension
+    assert np.all(f <= 1e-9 * scale)                     # inside or on the cone
+    assert np.sum(f >= -1e-6 * np.abs(tr)) > 10          # some particles yield (on the cone)
+    assert np.any(s.plastic > 0.0)                       # plastic shear strain accumulated
+
+
+def test_mohr_coulomb_return_mapping():
+    """Principal Hencky strains: inside the cone unchanged; outside, projected onto the cone at the
+    same volume and Lode angle (deviator scaled); expansion to the stress-free tip."""
+    mu, lam = lame(3.5e5, 0.3)
+    sinphi = mohr_coulomb_sine(30.0)
+    assert sinphi == pytest.approx(np.tan(np.radians(30.0)))
+    rng = np.random.default_rng(1)
+    n_in = n_out = 0
+    for _ in range(400):
+        eps = rng.normal(0.0, 1e-2, 3)
+        eps -= rng.uniform(0.0, 3e-2)
+        before = eps.copy()
+        dgamma = mohr_coulomb_return(eps, mu, lam, sinphi)
+        tau = 2 * mu * before + lam * before.sum()
+        f0 = (tau.max() - tau.min()) + sinphi * (tau.max() + tau.min())
+        if before.sum() >= 0:
+            assert np.all(eps == 0.0)
+            continue
+        tau = 2 * mu * eps + lam * eps.sum()
+        f1 = (tau.max() - tau.min()) + sinphi * (tau.max() + tau.min())
+        assert eps.sum() == pytest.approx(before.sum(), abs=1e-15)         # no plastic volume change
+        dev0, dev1 = before - before.mean(), eps - eps.mean()
+        if f0 <= 0:
+            n_in += 1
+            assert np.array_equal(eps, before) and dgamma == 0.0
+        else:
+            n_out += 1
+            assert abs(f1) <= 1e-9 * np.abs(tau).max()                    # on the cone
+            k = np.linalg.norm(dev1) / np.linalg.norm(dev0)
+            assert 0 <= k < 1 and np.allclose(dev1, k * dev0, atol=1e-15)  # same Lode angle
+            assert dgamma == pytest.approx(np.linalg.norm(dev0 - dev1))
+    assert n_in > 20 and n_out > 20
 
 
 def test_mud_deviatoric_stress_is_bounded_by_the_yield_stress():

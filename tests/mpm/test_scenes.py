@@ -55,17 +55,20 @@ def test_two_elastic_blocks_collide_conserving_momentum():
     assert va < 3.0 - 1.0 and vb > -2.0 + 1.0    # they hit each other and exchanged momentum
 
 
-def pile_angle(p, dx, floor):
-    """Slope angle (degrees) of a pile's right flank: line fit of the surface profile (95th
-    percentile height per column of width dx) between 20 % and 80 % of the pile height."""
-    edges = np.arange(0.0, p[:, 0].max() + dx, dx)
+def pile_angle(p, spacing, floor):
+    """Slope angle (degrees) of a pile's right flank: the top particle of every column one particle
+    spacing wide traces the surface; a line is fitted to it between 20 % and 80 % of the pile
+    height, right of the peak (toe and crest excluded). On lattice-sampled wedges of 30..45 deg it
+    reads the true angle within 1 deg (a 95th-percentile profile on columns dx wide read 2-4 deg low)."""
+    edges = np.arange(p[:, 0].min(), p[:, 0].max() + spacing, spacing)
     idx = np.digitize(p[:, 0], edges)
     xs, hs = [], []
     for k in np.unique(idx):
-        sel = idx == k
-        if sel.sum() >= 5:
-            xs.append(p[sel, 0].mean())
-            hs.append(np.percentile(p[sel, 2], 95) - floor)
+        sel = np.flatnonzero(idx == k)
+        if sel.size >= 3:
+            j = sel[np.argmax(p[sel, 2])]
+            xs.append(p[j, 0])
+            hs.append(p[j, 2] - floor)
     xs, hs = np.array(xs), np.array(hs)
     top = hs.max()
     m = (hs > 0.2 * top) & (hs < 0.8 * top) & (xs > xs[np.argmax(hs)])
@@ -73,41 +76,48 @@ def pile_angle(p, dx, floor):
     return np.degrees(np.arctan(-slope))
 
 
-@pytest.mark.parametrize("phi", [30.0, pytest.param(40.0, marks=[pytest.mark.slow, pytest.mark.xfail(
-    reason="piles settle near 31 deg for phi = 40 at this resolution (docs/mpm.md, limits)", strict=False)])])
-def test_sand_column_collapses_to_its_friction_angle(phi):
-    """Quasi-2D column (frictionless side walls, symmetry wall on the left) on a rough floor
-    collider: the flank of the final pile stands at the friction angle."""
-    s = 0.01
-    dx = 2 * s
+def collapse_column(phi, spacing=0.01, frames=18, damping=0.0):
+    """Quasi-2D sand column 0.25 m wide, 0.2 m high (frictionless side walls, symmetry wall on the
+    left) released on a rough floor collider; returns (backend, final particle positions)."""
+    dx = 2 * spacing
     width = 4 * dx
-    mat = preset("sand", friction_angle=phi, particle_spacing=s)
+    mat = preset("sand", friction_angle=phi, particle_spacing=spacing)
     floor = collider_box("Floor", (-0.2, -0.2, -0.2), (1.4, width + 0.2, 0.02), friction=1.0)
     sand = granular("Sand", (0.0, 0.0, 0.02), (0.25, width, 0.22), mat)
-    be = MPMBackend(scene([sand, floor], frames=18, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
-    for _ in range(18):
+    be = MPMBackend(scene([sand, floor], frames=frames, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
+    be.solver.damping = damping
+    for _ in range(frames):
         r = be.advance()
-    assert np.percentile(np.linalg.norm(be.solver.v, axis=1), 99) < 0.05  # settled
-    p = r.positions["Sand"].astype(float)
+    return be, r.positions["Sand"].astype(float)
+
+
+RELAXATION = 6.5
+"""Grid damping rate (1/s) for the quasi-static collapse: about 0.3 % of the grid velocity per
+substep, an e-folding time of 0.15 s against the 0.2 s free-fall time of the column."""
+
+
+@pytest.mark.parametrize("phi", [30.0, pytest.param(40.0, marks=pytest.mark.slow)])
+def test_sand_pile_stands_at_its_friction_angle(phi):
+    """Angle of repose: the column collapses quasi-statically (dynamic relaxation, so the flank is
+    not flattened by the momentum of the slide) on a rough floor; the flank of the settled pile
+    stands at the friction angle within 5 deg (measured 28.7 for 30, 38.0 for 40 at spacing 1 cm)."""
+    be, p = collapse_column(phi, frames=30, damping=RELAXATION)
+    assert np.percentile(np.linalg.norm(be.solver.v, axis=1), 99) < 0.02  # settled
     assert p[:, 2].min() >= 0.02 - 1e-6  # nothing sank into the floor collider
     assert p[:, 0].max() > 0.3           # it did collapse
-    assert pile_angle(p, dx, 0.02) == pytest.approx(phi, abs=5.0)
+    assert pile_angle(p, 0.01, 0.02) == pytest.approx(phi, abs=5.0)
 
 
 @pytest.mark.slow
-def test_sand_column_angle_at_finer_resolution():
-    """Same collapse as above at spacing 7.5 mm (dx = 1.5 cm) for phi = 30 deg."""
-    s = 0.0075
-    dx = 2 * s
-    width = 4 * dx
-    mat = preset("sand", friction_angle=30.0, particle_spacing=s)
-    floor = collider_box("Floor", (-0.2, -0.2, -0.2), (1.4, width + 0.2, 0.02), friction=1.0)
-    sand = granular("Sand", (0.0, 0.0, 0.02), (0.25, width, 0.22), mat)
-    be = MPMBackend(scene([sand, floor], frames=18, domain=((0, 0, 0), (1.0, width, 0.4)), friction=0.0))
-    for _ in range(18):
-        r = be.advance()
+@pytest.mark.parametrize("phi, measured", [(30.0, 24.4), (40.0, 34.1)])
+@pytest.mark.xfail(strict=True, reason="a free (undamped) collapse overshoots: the flank settles 5.5-6 deg below "
+                                       "phi (docs/mpm.md, limits)")
+def test_free_sand_collapse_flank_at_its_friction_angle(phi, measured):
+    """The same column released freely: the slide's momentum carries material past the repose slope
+    (rate-independent friction, no collisional losses), measured 24.4 deg for 30 and 34.1 for 40."""
+    be, p = collapse_column(phi, frames=18)
     assert np.percentile(np.linalg.norm(be.solver.v, axis=1), 99) < 0.05  # settled
-    assert pile_angle(r.positions["Sand"].astype(float), dx, 0.02) == pytest.approx(30.0, abs=5.0)
+    assert pile_angle(p, 0.01, 0.02) == pytest.approx(phi, abs=5.0)
 
 
 def test_dam_break_front_moves_at_the_ritter_speed():
