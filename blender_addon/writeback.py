@@ -21,7 +21,7 @@ frame, 0 on the neighbours, linear), which blends correctly on subframes.
 
 Granular bodies come back as particles: a vertex-only mesh object "<name>_particles" with a
 float "radius" point attribute, a Mesh Cache modifier, and a Geometry Nodes modifier (Mesh to
-Points) after it so it renders as spheres without the add-on.
+Points, then the emitter's material) after it so it renders as spheres without the add-on.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from protocol.scene import SceneError
 CACHE_MODIFIER = "Clearance Cache"
 PARTICLE_MODIFIER = "Clearance Particles"
 PARTICLE_GROUP = "Clearance Particles"
+PARTICLE_MATERIAL_INPUT = "Material"
 KEY_PREFIX = "clearance_"
 DISABLED_PROP = _DISABLED = "clearance_disabled_modifiers"   # ID property: modifiers switched off by shape-key mode
 _MADE_BASIS = "clearance_made_basis"         # ID property: the Basis key was added by the bake
@@ -197,23 +198,37 @@ def remove_shape_keys(obj: bpy.types.Object) -> None:
 
 
 def particle_node_group() -> bpy.types.NodeTree:
-    """Geometry Nodes: vertices -> points with the "radius" attribute as radius (renders as spheres)."""
+    """Geometry Nodes: vertices -> points with the "radius" attribute as radius (renders as spheres),
+    then the "Material" input set on the points (Mesh to Points drops the mesh's materials)."""
     ng = bpy.data.node_groups.get(PARTICLE_GROUP)
     if ng is not None:
         return ng
     ng = bpy.data.node_groups.new(PARTICLE_GROUP, "GeometryNodeTree")
     ng.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    ng.interface.new_socket(PARTICLE_MATERIAL_INPUT, in_out="INPUT", socket_type="NodeSocketMaterial")
     ng.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
     gin, gout = ng.nodes.new("NodeGroupInput"), ng.nodes.new("NodeGroupOutput")
     to_points = ng.nodes.new("GeometryNodeMeshToPoints")
     radius = ng.nodes.new("GeometryNodeInputNamedAttribute")
     radius.data_type = "FLOAT"
     radius.inputs["Name"].default_value = "radius"
+    set_mat = ng.nodes.new("GeometryNodeSetMaterial")
     ng.links.new(gin.outputs[0], to_points.inputs["Mesh"])
     ng.links.new(radius.outputs["Attribute"], to_points.inputs["Radius"])
-    ng.links.new(to_points.outputs["Points"], gout.inputs[0])
-    gin.location, radius.location, to_points.location, gout.location = (-400, 0), (-400, -150), (-150, 0), (100, 0)
+    ng.links.new(to_points.outputs["Points"], set_mat.inputs["Geometry"])
+    ng.links.new(gin.outputs[PARTICLE_MATERIAL_INPUT], set_mat.inputs["Material"])
+    ng.links.new(set_mat.outputs["Geometry"], gout.inputs[0])
+    gin.location, radius.location, to_points.location = (-400, 0), (-400, -150), (-150, 0)
+    set_mat.location, gout.location = (50, 0), (250, 0)
     return ng
+
+
+def set_particle_material(particles: bpy.types.Object, material: Optional[bpy.types.Material]) -> None:
+    """Render the points with ``material`` (the emitter's): the Geometry Nodes modifier's input."""
+    mod = particles.modifiers.get(PARTICLE_MODIFIER)
+    item = mod.node_group.interface.items_tree.get(PARTICLE_MATERIAL_INPUT) if mod and mod.node_group else None
+    if item is not None:  # a group from an older add-on version has no such input
+        mod[item.identifier] = material
 
 
 def particle_object_name(name: str) -> str:
@@ -238,6 +253,7 @@ def ensure_particle_object(source: bpy.types.Object, positions: np.ndarray, radi
         attr.data.foreach_set("value", np.full(n, radius, np.float32))
         gn = ob.modifiers.new(PARTICLE_MODIFIER, "NODES")
         gn.node_group = particle_node_group()
+    set_particle_material(ob, source.active_material)
     ob.data.vertices.foreach_set("co", np.ascontiguousarray(positions, np.float32).ravel())
     ob.data.update()
     if _HIDDEN not in source:  # the emitter mesh is replaced by its particles in renders

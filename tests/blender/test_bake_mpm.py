@@ -1,8 +1,8 @@
 """Sand (MPM) poured onto a keyframed floor, baked from Blender through a real server subprocess.
 
 The sand comes back as particles: the point object "<name>_particles" with a "radius" attribute,
-its .pc2 read by a Mesh Cache modifier and turned into points (spheres when rendered) by the
-Geometry Nodes modifier after it. Checks at playback: the particle count never changes, the
+its .pc2 read by a Mesh Cache modifier and turned into points (spheres when rendered, with the
+emitter's material) by the Geometry Nodes modifier after it. Checks at playback: the particle count never changes, the
 evaluated points are exactly the .pc2 samples (which are exactly what the server cached), no
 particle is ever below the moving floor, and the sand actually fell onto it.
 """
@@ -32,6 +32,7 @@ def _sand_on_moving_floor(tmp_path, server, frames: int, spacing: float, size: f
     sand.clearance.role = "GRANULAR"
     sand.clearance.mpm_material = "sand"
     sand.clearance.particle_spacing = spacing
+    sand.data.materials.append(bpy.data.materials.new("SandMat"))  # the particles render with it
     s = scene.clearance
     s.backend = "AUTO"
     s.server_address = server.address
@@ -41,7 +42,7 @@ def _sand_on_moving_floor(tmp_path, server, frames: int, spacing: float, size: f
 
 
 def _evaluated_points(ob, frame: int):
-    """(positions (n, 3), radii (n,)) of the point cloud the Geometry Nodes modifier makes."""
+    """(positions (n, 3), radii (n,), material names) of the point cloud the Geometry Nodes modifier makes."""
     bpy.context.scene.frame_set(frame)
     ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
     geometry = ev.evaluated_geometry()   # keep it alive: the point cloud belongs to it
@@ -53,7 +54,8 @@ def _evaluated_points(ob, frame: int):
     rad = np.empty(n, np.float32)
     pc.attributes["radius"].data.foreach_get("value", rad)
     m = np.array(ev.matrix_world)
-    return pos.reshape(n, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3], rad
+    materials = [mat.name for mat in pc.materials if mat is not None]
+    return pos.reshape(n, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3], rad, materials
 
 
 def _bake_and_check(tmp_path, server, frames, spacing, size):
@@ -92,8 +94,9 @@ def _bake_and_check(tmp_path, server, frames, spacing, size):
 
     # Playback: constant count, points equal to the cache, spheres of the particle radius, above the floor.
     for f in range(1, frames + 1):
-        pos, rad = _evaluated_points(parts, f)
+        pos, rad, materials = _evaluated_points(parts, f)
         assert pos.shape == (n, 3), f
+        assert materials == ["SandMat"], f              # the emitter's material
         assert np.abs(pos - cached[f - 1]).max() < 1e-6, f
         assert np.allclose(rad, 0.5 * spacing), f
         assert pos[:, 2].min() >= floor_z[f] - 1e-6, (f, pos[:, 2].min(), floor_z[f])
