@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from solver_server.ipc.contact import (CollisionMesh, find_candidates, min_distance, max_step_size,
+from solver_server.ipc.contact import (find_candidates, min_distance, max_step_size,
                                        point_triangle_ccd_batch, edge_edge_ccd_batch,
                                        point_triangle_dist2_batch, edge_edge_dist2_batch)
 from solver_server.ipc.contact.intersection import count_intersections

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solver_server.ipc.contact import (CollisionMesh, find_candidates, barrier_energy, barrier_gradient,
+from solver_server.ipc.contact import (find_candidates, barrier_energy, barrier_gradient,
                                        barrier_hessian, barrier_derivatives)
 from solver_server.ipc.contact.barrier_pair import new_scratch, pair_terms, pair_stencil_local, cross_norm2_value
 from solver_server.ipc.contact.block_assembly import sum_blocks

@@ -22,7 +22,7 @@ from .block_assembly import sum_blocks
 from .distance import stencil_grad_hess, KIND_PP, KIND_PE
 from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
-from .pairs import pair_set, pair_stencil, contact_distances, local_positions
+from .pairs import pair_set, contact_distances, local_positions
 from .threads import threads_for
 
 
