@@ -65,15 +65,17 @@ def run_job(scene: Scene, cache_dir: str, resume: bool, emit: Emit,
         if resume:
             cache.check_resume(digest)
             last = cache.last_complete_frame(s.frame_start, s.frame_end)
-        if last is None:
-            cache.clear()
-        cache.ensure()
-        cache.write_scene_json(scene, digest)
         from solver_server.backends import create
         warm = kernel_cache.is_warm(s.backend)
         progress("building" if warm else "compiling", 0.0,
                  "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
         backend = create(scene, lambda st, fr: progress(st, (current[0] - s.frame_start + fr) / span))
+        # Only a scene the backend accepted replaces the previous job's cache: a refused re-bake
+        # (bad mesh, starting intersection) keeps the old frames and their resume state.
+        if last is None:
+            cache.clear()
+        cache.ensure()
+        cache.write_scene_json(scene, digest)
         stats_rows = cache.read_stats() if last is not None else []
         if last is not None:
             progress("resuming", (last - s.frame_start) / span, f"resuming after frame {last}")
