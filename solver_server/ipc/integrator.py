@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import scipy.sparse as sp
 
+from .assembly import FreePattern, free_block
+from .linear_solve import LinearSolver
 from .newton import projected_newton
 from .system import System
 
@@ -40,7 +41,8 @@ class IncrementalPotential:
     """The objective of one implicit-Euler step (see module doc)."""
 
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
-                 contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float):
+                 contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
+                 pattern: Optional[FreePattern] = None):
         self.s = sys
         self.h = h
         self.x_n = x_n
@@ -61,6 +63,10 @@ class IncrementalPotential:
         self.dof_map = -np.ones(3 * sys.n, np.int64)
         self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
         self.cands = None
+        self._ls_cands = None      # candidates of the last line-search segment
+        self._next_cands = None    # candidates valid at the accepted point (set by accepted())
+        self.pattern = pattern if pattern is not None else FreePattern(*sys.elastic.patterns(), self.dof_map,
+                                                                        self.free_dofs.size)
         M3 = np.repeat(np.where(sys.dynamic, sys.mass, 0.0), 3)
         self.M3 = M3
         self.mass_dofs = M3[self.free_dofs]
@@ -88,7 +94,18 @@ class IncrementalPotential:
         return self._energy(x, cands)
 
     def prepare(self, x: np.ndarray) -> None:
-        self.cands = self.contact.candidates(x) if self.contact is not None else None
+        """Contact candidates at x: the previous line-search segment's set when x is its accepted
+        point (every pair within dhat anywhere on the segment is in it), else a fresh broad phase."""
+        if self.contact is None:
+            return
+        if self._next_cands is not None:
+            self.cands, self._next_cands = self._next_cands, None
+        else:
+            self.cands = self.contact.candidates(x)
+
+    def accepted(self, x: np.ndarray) -> None:
+        """x was accepted by the line search on the last segment: reuse its candidates at x."""
+        self._next_cands = self._ls_cands
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         h2 = self.h * self.h
@@ -108,30 +125,21 @@ class IncrementalPotential:
 
     def hessian(self, x: np.ndarray):
         h2 = self.h * self.h
-        r, c, v = self.s.elastic.hessian(x)
-        rows, cols, vals = [r], [c], [h2 * v]
+        _, _, v = self.s.elastic.hessian(x)
         diag = self.M3.copy()
         if len(self.pen_idx):
             dp = np.zeros((self.s.n, 3))
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
+        H = self.pattern.matrix(h2 * v, diag[self.free_dofs])
         if self.contact is not None:
+            nf = self.free_dofs.size
             rb, cb, vb = self.contact.hessian(x, self.cands)
-            rows.append(np.asarray(rb, np.int64)); cols.append(np.asarray(cb, np.int64)); vals.append(h2 * np.asarray(vb))
+            if len(rb):
+                H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
             fh = self.contact.friction_hessian(x, self.h)
-            if fh is not None:
-                rows.append(np.asarray(fh[0], np.int64)); cols.append(np.asarray(fh[1], np.int64)); vals.append(h2 * np.asarray(fh[2]))
-        R = np.concatenate(rows)
-        C = np.concatenate(cols)
-        V = np.concatenate(vals)
-        fr = self.dof_map[R]
-        fc = self.dof_map[C]
-        keep = (fr >= 0) & (fc >= 0)
-        nf = self.free_dofs.size
-        fd = self.free_dofs
-        H = sp.coo_matrix((np.concatenate([V[keep], diag[fd]]),
-                           (np.concatenate([fr[keep], np.arange(nf)]), np.concatenate([fc[keep], np.arange(nf)]))),
-                          shape=(nf, nf)).tocsr()
+            if fh is not None and len(fh[0]):
+                H = H + free_block(fh[0], fh[1], h2 * np.asarray(fh[2]), self.dof_map, nf)
         return H
 
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
@@ -142,6 +150,7 @@ class IncrementalPotential:
 
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
         cands = self.contact.candidates_swept(x0, x1) if self.contact is not None else None
+        self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
     def valid(self, x: np.ndarray) -> bool:
@@ -159,7 +168,8 @@ class TimeStepper:
         self.tol = float(newton_tol)
         self.max_iter = int(max_iter)
         self.contact = contact
-        self.linear_solver = linear_solver
+        self.linear_solver = LinearSolver(linear_solver)
+        self._patterns = {}  # fixed-vertex mask -> FreePattern of the elastic Hessian
         self.x = sys.x0.copy()
         self.v = sys.v0.copy()
         self.static_fixed = np.zeros(sys.n, bool)
@@ -180,6 +190,18 @@ class TimeStepper:
             return False
         x[idx] = target
         return True
+
+    def _pattern(self, fixed: np.ndarray) -> FreePattern:
+        key = np.packbits(fixed).tobytes()
+        pat = self._patterns.get(key)
+        if pat is None:
+            free = np.nonzero(np.repeat(~fixed, 3))[0]
+            dof_map = -np.ones(3 * self.s.n, np.int64)
+            dof_map[free] = np.arange(free.size)
+            if len(self._patterns) > 4:
+                self._patterns.clear()
+            pat = self._patterns[key] = FreePattern(*self.s.elastic.patterns(), dof_map, free.size)
+        return pat
 
     def step(self, frame_end: float) -> StepStats:
         """One implicit-Euler step ending at (fractional) frame ``frame_end``."""
@@ -204,7 +226,7 @@ class TimeStepper:
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
             ip = IncrementalPotential(s, x_n, self.v, self.h, self.gravity, self.contact, fixed, pen_idx, pen_t,
-                                      kappa_m)
+                                      kappa_m, self._pattern(fixed))
             res = projected_newton(ip, x, self.h, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations
