@@ -87,10 +87,39 @@ def bending_energy(kind, x, stencils, kw, d0):
     kw = k * w per stencil, d0 = rest |d|."""
     out = np.empty(stencils.shape[0])
     for i in prange(stencils.shape[0]):
-        d, J = _stencil(kind, x, stencils[i])
-        nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        s = stencils[i]
+        if kind == 0:
+            d0_, d1_, d2_ = _hinge_d_only(x, s[0], s[1], s[2], s[3])
+        else:
+            d0_, d1_, d2_ = _rod_d_only(x, s[0], s[1], s[2])
+        nd = np.sqrt(d0_ * d0_ + d1_ * d1_ + d2_ * d2_)
         out[i] = 0.5 * kw[i] * (nd - d0[i]) ** 2
     return out.sum()
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _unit3(a0, a1, a2):
+    ln = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    return a0 / ln, a1 / ln, a2 / ln
+
+
+@njit(cache=True, fastmath=False)
+def _hinge_d_only(x, i0, i1, i2, i3):
+    """d = n_A - n_B of hinge_d without its Jacobian (energy only, no allocation)."""
+    a0, a1, a2 = x[i1, 0] - x[i0, 0], x[i1, 1] - x[i0, 1], x[i1, 2] - x[i0, 2]
+    b0, b1, b2 = x[i2, 0] - x[i0, 0], x[i2, 1] - x[i0, 1], x[i2, 2] - x[i0, 2]
+    c0, c1, c2 = x[i3, 0] - x[i0, 0], x[i3, 1] - x[i0, 1], x[i3, 2] - x[i0, 2]
+    nA0, nA1, nA2 = _unit3(a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0)
+    nB0, nB1, nB2 = _unit3(c1 * a2 - c2 * a1, c2 * a0 - c0 * a2, c0 * a1 - c1 * a0)
+    return nA0 - nB0, nA1 - nB1, nA2 - nB2
+
+
+@njit(cache=True, fastmath=False)
+def _rod_d_only(x, i0, i1, i2):
+    """d = t_2 - t_1 of rod_d without its Jacobian."""
+    t10, t11, t12 = _unit3(x[i1, 0] - x[i0, 0], x[i1, 1] - x[i0, 1], x[i1, 2] - x[i0, 2])
+    t20, t21, t22 = _unit3(x[i2, 0] - x[i1, 0], x[i2, 1] - x[i1, 1], x[i2, 2] - x[i1, 2])
+    return t20 - t10, t21 - t11, t22 - t12
 
 
 @njit(cache=True, fastmath=False, parallel=True)

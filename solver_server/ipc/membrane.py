@@ -82,35 +82,50 @@ def membrane_gradient_elems(x, tris, Dm_inv, area, mu, lam, thick):
 
 @njit(cache=True, fastmath=False, parallel=True)
 def membrane_hessian_elems(x, tris, Dm_inv, area, mu, lam, thick, project):
-    """Per-triangle Hessians (m, 9, 9); dP/dF is PSD-projected when ``project``."""
+    """Per-triangle Hessians (m, 9, 9); dP/dF is PSD-projected when ``project``.
+
+    dP/dF in closed form (row r*2+l of P, column c*2+j of F):
+    K = delta_rc S_jl + mu F_rj F_cl + mu (F F^T)_rc delta_lj + lambda F_rl F_cj
+    (from dP = dF S + F dS, dS = 2 mu dE + lambda tr(dE) I, dE = (dF^T F + F^T dF) / 2)."""
     out = np.empty((tris.shape[0], 9, 9))
     for e in prange(tris.shape[0]):
         F = _F(x, tris[e], Dm_inv[e])
         psi, P, S = _stvk(F, mu[e], lam[e])
+        m_ = mu[e]
+        l_ = lam[e]
         K = np.empty((6, 6))
-        for col in range(6):
-            dF = np.zeros((3, 2))
-            dF[col // 2, col % 2] = 1.0
-            dE = 0.5 * (dF.T @ F + F.T @ dF)
-            dS = 2.0 * mu[e] * dE + lam[e] * (dE[0, 0] + dE[1, 1]) * np.eye(2)
-            dP = dF @ S + F @ dS
-            for r in range(6):
-                K[r, col] = dP[r // 2, r % 2]
+        for r in range(3):
+            for l in range(2):
+                for c in range(3):
+                    FFt = F[r, 0] * F[c, 0] + F[r, 1] * F[c, 1]
+                    for j in range(2):
+                        v = m_ * F[r, j] * F[c, l] + l_ * F[r, l] * F[c, j]
+                        if r == c:
+                            v += S[j, l]
+                        if l == j:
+                            v += m_ * FFt
+                        K[2 * r + l, 2 * c + j] = v
         if project:
-            w, Q = np.linalg.eigh(0.5 * (K + K.T))
-            for i in range(6):
-                if w[i] < 0.0:
-                    w[i] = 0.0
-            K = (Q * w) @ Q.T
+            w, Q = np.linalg.eigh(K)
+            if w[0] < 0.0:
+                for i in range(6):
+                    if w[i] < 0.0:
+                        w[i] = 0.0
+                for i in range(6):
+                    for k in range(i, 6):
+                        acc = 0.0
+                        for q in range(6):
+                            acc += Q[i, q] * w[q] * Q[k, q]
+                        K[i, k] = acc
+                        K[k, i] = acc
         dN = _dN(Dm_inv[e])
         wgt = area[e] * thick[e]
-        for a in range(3):
-            for c in range(3):
-                for b in range(3):
-                    for d in range(3):
-                        acc = 0.0
-                        for j in range(2):
-                            for l in range(2):
-                                acc += K[2 * c + j, 2 * d + l] * dN[a, j] * dN[b, l]
-                        out[e, 3 * a + c, 3 * b + d] = wgt * acc
+        # B[c, j, b, d] = sum_l K[2c+j, 2d+l] dN[b, l], then out = wgt * dN[a, j] B
+        for b in range(3):
+            for d in range(3):
+                for c in range(3):
+                    k0 = K[2 * c, 2 * d] * dN[b, 0] + K[2 * c, 2 * d + 1] * dN[b, 1]
+                    k1 = K[2 * c + 1, 2 * d] * dN[b, 0] + K[2 * c + 1, 2 * d + 1] * dN[b, 1]
+                    for a in range(3):
+                        out[e, 3 * a + c, 3 * b + d] = wgt * (dN[a, 0] * k0 + dN[a, 1] * k1)
     return out
