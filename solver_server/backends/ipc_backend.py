@@ -40,18 +40,20 @@ class IPCBackend(Backend):
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
-        """A scene that starts intersecting (or closer than zero contact distance) cannot be made
-        penetration free: report both objects."""
+        """A scene that starts intersecting cannot be made penetration free: name every pair of
+        intersecting objects and where they meet. Colliders are prescribed and never resolved by the
+        solver, so collider/collider contact (a ball resting on the floor) and a collider crossing
+        itself are not errors."""
         x = self.system.x0
-        C = ct.C
-        if hasattr(C, "find_intersections"):
-            hits = C.find_intersections(x, ct.mesh.faces, ct.mesh.edges)
-            pairs = _hit_pairs(hits, ct.mesh)
-            if pairs:
-                names = [b.name for b in self.system.blocks]
-                a, b = pairs[0]
-                raise SceneError(f"{names[a]} and {names[b]} intersect at the start frame; move them apart "
-                                 f"(at least the contact gap {ct.dhat} m) before baking", names[a], "vertices")
+        hits = ct.C.find_intersections(x, ct.mesh.faces, ct.mesh.edges)
+        roles = np.array([b.role == "collider" for b in self.system.blocks], bool)
+        found = intersecting_pairs(x, hits, ct.mesh, roles)
+        if found:
+            names = [b.name for b in self.system.blocks]
+            parts = [f"{names[a]} and {names[b]} (at {format_point(pt)})" for (a, b), pt in found.items()]
+            first = next(iter(found))
+            raise SceneError(f"{'; '.join(parts)} intersect at the start frame; move them apart (at least the "
+                             f"contact gap {format_length(ct.dhat)}) before baking", names[first[0]], "vertices")
 
     def _initial_kappa(self, ct) -> float:
         """Barrier stiffness kappa (J/m^2) in this integrator's convention, where the barrier enters the
@@ -62,10 +64,7 @@ class IPCBackend(Backend):
         h = self.scene.settings.dt
         m = s.mass[s.dynamic]
         m_avg = float(m.mean()) if m.size else 1.0
-        C = ct.C
-        if hasattr(C, "adaptive_kappa"):
-            return float(C.adaptive_kappa(s.x0, ct.candidates(s.x0), ct.mesh, ct.dhat, m_avg / h ** 2))
-        return m_avg / h ** 2
+        return float(ct.C.adaptive_kappa(s.x0, ct.candidates(s.x0), ct.mesh, ct.dhat, m_avg / h ** 2))
 
     def initial_positions(self) -> dict:
         return self.system.body_positions(self.system.x0)
@@ -109,18 +108,50 @@ def _choose_threads(system) -> None:
     numba.set_num_threads(1 if n < SMALL_PROBLEM else numba.config.NUMBA_NUM_THREADS)
 
 
-def _hit_pairs(hits, mesh) -> list:
-    """Body pairs (a, b) from find_intersections output: any array-like of rows whose first two
-    entries are (edge index, face index)."""
-    if hits is None:
-        return []
-    arr = np.asarray(hits)
-    if arr.size == 0:
-        return []
-    arr = arr.reshape(len(arr), -1)
-    out = []
-    for e, f in arr[:, :2].astype(np.int64):
-        a = int(mesh.vertex_body[mesh.edges[e, 0]])
-        b = int(mesh.vertex_body[mesh.faces[f, 0]])
-        out.append((min(a, b), max(a, b)))
+def format_length(metres: float) -> str:
+    """A length for people: '2 mm', '0.35 m', '12 um' (3 significant digits)."""
+    a = abs(float(metres))
+    if a >= 0.1 or a == 0.0:
+        return f"{metres:.3g} m"
+    if a >= 1e-4:
+        return f"{metres * 1e3:.3g} mm"
+    return f"{metres * 1e6:.3g} um"
+
+
+def format_point(p) -> str:
+    """World position (m) as '(x, y, z) m' with millimetre resolution."""
+    return "(" + ", ".join(f"{float(c):.3f}" for c in p) + ") m"
+
+
+def _edge_triangle_point(x: np.ndarray, e: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Where the segment e (2 vertex ids) meets the plane of triangle f (3 ids); the segment's
+    midpoint when they are coplanar."""
+    p0, p1 = x[e[0]], x[e[1]]
+    a, b, c = x[f[0]], x[f[1]], x[f[2]]
+    n = np.cross(b - a, c - a)
+    den = float(n @ (p1 - p0))
+    if den == 0.0:
+        return 0.5 * (p0 + p1)
+    t = min(max(float(n @ (a - p0)) / den, 0.0), 1.0)
+    return p0 + t * (p1 - p0)
+
+
+def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:
+    """{(body a, body b) with a <= b: world point (3,) of one edge-triangle intersection} from
+    find_intersections rows (edge index, face index), ignoring every pair whose two bodies are
+    colliders (colliders are prescribed; the solver never separates them)."""
+    out = {}
+    arr = np.asarray(hits, np.int64).reshape(-1, 2) if hits is not None else np.zeros((0, 2), np.int64)
+    if not len(arr):
+        return out
+    ba = mesh.vertex_body[mesh.edges[arr[:, 0], 0]]
+    bb = mesh.vertex_body[mesh.faces[arr[:, 1], 0]]
+    keep = ~(is_collider[ba] & is_collider[bb])
+    lo = np.minimum(ba, bb)[keep]
+    hi = np.maximum(ba, bb)[keep]
+    rows = arr[keep]
+    _, first = np.unique(lo * (len(is_collider) + 1) + hi, return_index=True)
+    for k in np.sort(first):
+        e, f = rows[k]
+        out[(int(lo[k]), int(hi[k]))] = _edge_triangle_point(x, mesh.edges[e], mesh.faces[f])
     return out

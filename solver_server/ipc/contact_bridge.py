@@ -20,10 +20,6 @@ class ContactTerms:
 
     def __init__(self, system: System, dhat: float):
         from . import contact as C  # imported lazily: heavy numba module
-        if not hasattr(C, "find_intersections"):
-            from .contact import intersection
-            C.find_intersections = intersection.find_intersections
-            C.count_intersections = intersection.count_intersections
         self.C = C
         self.dhat = float(dhat)
         s = system
@@ -63,7 +59,7 @@ class ContactTerms:
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
     def friction_setup(self, x: np.ndarray, cands) -> None:
         self.x_prev = x.copy()
-        if np.any(self.mesh.body_friction > 0) and hasattr(self.C, "friction_setup"):
+        if np.any(self.mesh.body_friction > 0):
             self.fs = self.C.friction_setup(x, cands, self.mesh, self.dhat, self.kappa)
             if len(self.fs) == 0:
                 self.fs = None
@@ -86,6 +82,5 @@ class ContactTerms:
         return self.C.friction_hessian(x, self.x_prev, self.fs, EPS_V * h)
 
     def count_intersections(self, x: np.ndarray) -> int:
-        """Edge-triangle intersections of the collision surface at x (needs the library's
-        count_intersections)."""
+        """Edge-triangle intersections of the collision surface at x."""
         return int(self.C.count_intersections(x, self.mesh.faces, self.mesh.edges))
