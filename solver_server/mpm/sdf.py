@@ -15,10 +15,22 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .inside import inside_columns
+from .inside import inside_columns, inside_points
 
 BAND = 3.0
 """Band half-width in cells where the distance field is computed."""
+
+ON_SURFACE = 1.0e-6
+"""Nodes of a closed collider closer than ON_SURFACE x (dx + mesh size) to its surface count as on
+the surface: phi = 0 and the normal is the closest face's outward normal. Their ray-parity sign
+cannot be trusted (the rays are nudged by 1e-7 x that length to miss edges, and a node on a face is
+classified a hair above it), and r / |r| is noise, so sign and normal could disagree: a node
+1.9e-9 m under the top face of an exported floor slab was classified outside with a normal
+pointing into the slab, and the grid let sand through that layer (issue 4)."""
+
+FACE_PROBE = 1.0e-3
+"""A face's outward side is found by the ray parity of its centroid moved FACE_PROBE dx along its
+normal (independent of the mesh's winding, which artist meshes do not always keep consistent)."""
 
 MIN_SHEET_THICKNESS = 1.0
 """Open meshes act as slabs at least this many cells thick (thinner sheets would slip between
@@ -108,10 +120,11 @@ def band_distance(V, Vel, T, origin, dx, band, dist, cp, cvel, ftri):
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
-def finish_field(V, T, dist, cp, cvel, ftri, inside, closed, thickness, origin, dx, mu,
+def finish_field(V, T, dist, cp, cvel, ftri, inside, orient, closed, thickness, origin, dx, mu,
                  phi, normal, vel, fric):
     """Turn the band's unsigned distances into a signed field and merge it into (phi, normal, vel,
-    fric) where it is closer than what is already there."""
+    fric) where it is closer than what is already there. ``orient`` (grid-shaped int8) is +1/-1 for
+    nodes on a closed surface (the closest face's normal points out/in), 0 elsewhere."""
     nx, ny, nz = dist.shape
     for i in prange(nx):
         for j in range(ny):
@@ -122,7 +135,11 @@ def finish_field(V, T, dist, cp, cvel, ftri, inside, closed, thickness, origin, 
                 px = origin[0] + i * dx
                 py = origin[1] + j * dx
                 pz = origin[2] + k * dx
-                if closed:
+                o = orient[i, j, k] if closed else 0
+                if o != 0:
+                    s = 1.0
+                    value = 0.0
+                elif closed:
                     s = -1.0 if inside[i * ny + j, k] else 1.0
                     value = s * d
                 else:
@@ -150,7 +167,11 @@ def finish_field(V, T, dist, cp, cvel, ftri, inside, closed, thickness, origin, 
                 rx = px - cp[i, j, k, 0]
                 ry = py - cp[i, j, k, 1]
                 rz = pz - cp[i, j, k, 2]
-                if d > 1e-9 * dx:
+                if o != 0:
+                    nxv = o * fnx
+                    nyv = o * fny
+                    nzv = o * fnz
+                elif d > 1e-9 * dx:
                     nxv = s * rx / d
                     nyv = s * ry / d
                     nzv = s * rz / d
@@ -198,6 +219,8 @@ class ColliderField:
         self._cp = np.empty(shape + (3,))
         self._cvel = np.empty(shape + (3,))
         self._ftri = np.zeros(shape, np.int32)
+        self._orient = np.zeros(shape, np.int8)
+        self._no_orient = np.zeros((1, 1, 1), np.int8)
 
     def clear(self) -> None:
         self.phi.fill(np.inf)
@@ -222,14 +245,38 @@ class ColliderField:
         if Td.shape[0] == 0:
             return
         band_distance(V, Vel, Td, origin, spec.dx, band, self._dist, self._cp, self._cvel, self._ftri)
+        scale = float(np.ptp(V, axis=0).max() + spec.dx)
         if closed:
-            inside = self._inside(V, T)
+            inside = self._inside(V, T, scale)
+            orient = self._surface_orientation(V, T, Td, scale)
         else:
             inside = np.zeros((1, 1), np.bool_)
-        finish_field(V, Td, self._dist, self._cp, self._cvel, self._ftri, inside, closed, thickness, origin,
-                     spec.dx, friction, self.phi, self.normal, self.vel, self.fric)
+            orient = self._no_orient
+        finish_field(V, Td, self._dist, self._cp, self._cvel, self._ftri, inside, orient, closed, thickness,
+                     origin, spec.dx, friction, self.phi, self.normal, self.vel, self.fric)
 
-    def _inside(self, V: np.ndarray, T: np.ndarray) -> np.ndarray:
+    def _surface_orientation(self, V: np.ndarray, T: np.ndarray, Td: np.ndarray, scale: float) -> np.ndarray:
+        """Grid-shaped int8: for nodes within ON_SURFACE of the closed surface, +1 when the closest
+        face's normal (right-hand rule) points out of the mesh, -1 when it points in; 0 elsewhere."""
+        orient = self._orient
+        orient.fill(0)
+        flat_dist = self._dist.reshape(-1)
+        near = np.flatnonzero(flat_dist < ON_SURFACE * (self.spec.dx + scale))
+        if near.size == 0:
+            return orient
+        faces, which = np.unique(self._ftri.reshape(-1)[near], return_inverse=True)
+        P = V[Td[faces]]  # (f, 3 vertices, 3)
+        n = np.cross(P[:, 1] - P[:, 0], P[:, 2] - P[:, 0])
+        length = np.linalg.norm(n, axis=1)
+        ok = length > 0.0
+        n[ok] /= length[ok, None]
+        probe = P.mean(axis=1) + FACE_PROBE * self.spec.dx * n
+        sign = np.where(inside_points(V, T, np.ascontiguousarray(probe), scale), -1, 1).astype(np.int8)
+        sign[~ok] = 0  # degenerate face: keep the ray-parity sign and r / |r|
+        orient.reshape(-1)[near] = sign[which.reshape(-1)]
+        return orient
+
+    def _inside(self, V: np.ndarray, T: np.ndarray, scale: float) -> np.ndarray:
         """(nx * ny, nz) inside flags of the grid nodes. Nodes beyond a domain wall are classified
         at their projection onto the wall (colliders extend straight through the walls), and every
         node a hair above its position, so a node on a face lying in a wall plane counts as inside."""
@@ -244,7 +291,6 @@ class ColliderField:
         cx, cy = np.meshgrid(xs, ys, indexing="ij")
         cx = cx.ravel().copy()
         cy = cy.ravel().copy()
-        scale = float(np.ptp(V, axis=0).max() + dx)
         # only columns over the collider's footprint can be inside
         vmin = V.min(axis=0) - dx
         vmax = V.max(axis=0) + dx
@@ -268,4 +314,4 @@ class ColliderField:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.phi, self.normal, self.vel, self.fric, self._dist, self._cp,
-                                      self._cvel, self._ftri))
+                                      self._cvel, self._ftri, self._orient))
