@@ -133,3 +133,29 @@ def sample_field(phi, normal, vel, origin, inv_dx, x0, x1, x2):
     else:
         n2 = 1.0
     return ph, n0, n1, n2, c0, c1, c2
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def particle_kind(kind):
+    """Condition for a particle pushed back onto an obstacle: it keeps a separating velocity
+    (SEPARATE) unless the obstacle is STICKY; an approaching normal velocity is removed with the
+    same Coulomb friction as on the grid (project_velocity)."""
+    return STICKY if kind == STICKY else SEPARATE
+
+
+@njit(cache=True, fastmath=False, error_model="numpy")
+def sample_friction(fric, origin, inv_dx, x0, x1, x2):
+    """Collider friction coefficient at a point: the largest value on the eight corner nodes (the
+    field is one collider's constant inside its band and 0 outside every band)."""
+    i0 = int(math.floor((x0 - origin[0]) * inv_dx))
+    i1 = int(math.floor((x1 - origin[1]) * inv_dx))
+    i2 = int(math.floor((x2 - origin[2]) * inv_dx))
+    mu = 0.0
+    for a in range(2):
+        for b in range(2):
+            for c in range(2):
+                j0 = min(max(i0 + a, 0), fric.shape[0] - 1)
+                j1 = min(max(i1 + b, 0), fric.shape[1] - 1)
+                j2 = min(max(i2 + c, 0), fric.shape[2] - 1)
+                mu = max(mu, fric[j0, j1, j2])
+    return mu

@@ -109,9 +109,10 @@ class MPMSolver:
             self.gv *= math.exp(-self.damping * dt)
 
     def g2p(self, dt: float) -> None:
-        has, phi, nrm, vel, _ = self._coll()
+        has, phi, nrm, vel, fric = self._coll()
         transfer.g2p(self.x, self.v, self.C, self.F, self.tau, self.plastic, self.mat, self.params, self.origin,
-                     self.spec.dx, dt, self.gv, self.lo, self.hi, has, phi, nrm, vel, self.nchunks)
+                     self.spec.dx, dt, self.gv, self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm,
+                     vel, fric, self.collider_kind, self.nchunks)
 
     def step(self, dt: float) -> None:
         """One substep of dt seconds."""

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .boundary import project_velocity, sample_field, wall_velocity
+from .boundary import particle_kind, project_velocity, sample_field, sample_friction, wall_velocity
 from .grid import BLOCK
 from .kernels import weights_1d
 from .materials import constitutive
@@ -172,7 +172,7 @@ def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi,
 
 @njit(cache=True, fastmath=False, error_model="numpy")
 def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
-                  has_colliders, phi, cnormal, cvel):
+                  wall_mu, wall_kind, has_colliders, phi, cnormal, cvel, cfric, coll_kind):
     inv_dx = 1.0 / dx
     dinv = 4.0 * inv_dx * inv_dx
     U = np.empty((3, 3))
@@ -183,6 +183,8 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
     T = np.empty((3, 3))
     sig = np.empty(3)
     diag = np.empty(3)
+    pkw = particle_kind(wall_kind)
+    pkc = particle_kind(coll_kind)
     for p in range(p_lo, p_hi):
         g0 = (x[p, 0] - origin[0]) * inv_dx
         g1 = (x[p, 1] - origin[1]) * inv_dx
@@ -252,29 +254,35 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
                 y0 -= ph * n0
                 y1 -= ph * n1
                 y2 -= ph * n2
-                vn = (nv0 - c0) * n0 + (nv1 - c1) * n1 + (nv2 - c2) * n2
-                if vn < 0.0:
-                    nv0 -= vn * n0
-                    nv1 -= vn * n1
-                    nv2 -= vn * n2
-        if y0 < lo[0]:
-            y0 = lo[0]
-            nv0 = max(nv0, 0.0)
-        elif y0 > hi[0]:
-            y0 = hi[0]
-            nv0 = min(nv0, 0.0)
-        if y1 < lo[1]:
-            y1 = lo[1]
-            nv1 = max(nv1, 0.0)
-        elif y1 > hi[1]:
-            y1 = hi[1]
-            nv1 = min(nv1, 0.0)
-        if y2 < lo[2]:
-            y2 = lo[2]
-            nv2 = max(nv2, 0.0)
-        elif y2 > hi[2]:
-            y2 = hi[2]
-            nv2 = min(nv2, 0.0)
+                mu = sample_friction(cfric, origin, inv_dx, y0, y1, y2)
+                nv0, nv1, nv2 = project_velocity(nv0, nv1, nv2, n0, n1, n2, c0, c1, c2, mu, pkc)
+        # domain walls: clamp into the box; the velocity gets the wall's condition, with friction
+        for d in range(3):
+            s = 0.0
+            if d == 0:
+                if y0 < lo[0]:
+                    y0 = lo[0]
+                    s = 1.0
+                elif y0 > hi[0]:
+                    y0 = hi[0]
+                    s = -1.0
+            elif d == 1:
+                if y1 < lo[1]:
+                    y1 = lo[1]
+                    s = 1.0
+                elif y1 > hi[1]:
+                    y1 = hi[1]
+                    s = -1.0
+            else:
+                if y2 < lo[2]:
+                    y2 = lo[2]
+                    s = 1.0
+                elif y2 > hi[2]:
+                    y2 = hi[2]
+                    s = -1.0
+            if s != 0.0:
+                nv0, nv1, nv2 = project_velocity(nv0, nv1, nv2, s if d == 0 else 0.0, s if d == 1 else 0.0,
+                                                 s if d == 2 else 0.0, 0.0, 0.0, 0.0, wall_mu, pkw)
         x[p, 0] = y0
         x[p, 1] = y1
         x[p, 2] = y2
@@ -284,8 +292,8 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
-def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
-        has_colliders, phi, cnormal, cvel, nchunks):
+def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi, wall_mu, wall_kind,
+        has_colliders, phi, cnormal, cvel, cfric, coll_kind, nchunks):
     """Gather velocity and C = (4/dx^2) sum w v (x_i - x_p)^T, update F <- (I + dt C) F, return-map
     and compute the stress for the next step, advect x += dt v, then project particles that left
     the domain box or entered a collider back onto its surface. Arrays are updated in place;
@@ -293,11 +301,12 @@ def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
     n = x.shape[0]
     if nchunks == 1:
         _gather_range(0, n, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
-                      has_colliders, phi, cnormal, cvel)
+                      wall_mu, wall_kind, has_colliders, phi, cnormal, cvel, cfric, coll_kind)
         return
     for chunk in prange(nchunks):
         _gather_range(chunk * n // nchunks, (chunk + 1) * n // nchunks, x, v, C, F, tau, plastic, mat, params,
-                      origin, dx, dt, gv, lo, hi, has_colliders, phi, cnormal, cvel)
+                      origin, dx, dt, gv, lo, hi, wall_mu, wall_kind, has_colliders, phi, cnormal, cvel,
+                      cfric, coll_kind)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
