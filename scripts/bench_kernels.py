@@ -188,5 +188,6 @@ def _table(res: dict) -> str:
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    n = int(args[0]) if args else (24 if "--quick" in sys.argv else 40)
     print(_table(run(n)))
