@@ -122,39 +122,139 @@ def _rod_d_only(x, i0, i1, i2):
     return t20 - t10, t21 - t11, t22 - t12
 
 
+@njit(cache=True, fastmath=False)
+def _proj_skew(u, inv_len, v, sign, J, col, acc):
+    """J[:, col:col+3] (+)= sign * P skew(v), P = (I - u u^T) * inv_len (3x3 projector of a unit
+    normal's derivative); skew(v) w = v x w. acc=False overwrites, acc=True adds."""
+    for k in range(3):
+        # column k of skew(v) is v x e_k: (0, v2, -v1), (-v2, 0, v0), (v1, -v0, 0)
+        if k == 0:
+            w0, w1, w2 = 0.0, v[2], -v[1]
+        elif k == 1:
+            w0, w1, w2 = -v[2], 0.0, v[0]
+        else:
+            w0, w1, w2 = v[1], -v[0], 0.0
+        ud = u[0] * w0 + u[1] * w1 + u[2] * w2
+        c0 = sign * (w0 - u[0] * ud) * inv_len
+        c1 = sign * (w1 - u[1] * ud) * inv_len
+        c2 = sign * (w2 - u[2] * ud) * inv_len
+        if acc:
+            J[0, col + k] += c0
+            J[1, col + k] += c1
+            J[2, col + k] += c2
+        else:
+            J[0, col + k] = c0
+            J[1, col + k] = c1
+            J[2, col + k] = c2
+
+
+@njit(cache=True, fastmath=False)
+def _hinge_dJ(x, h, J, a, b, c, uA, uB):
+    """hinge_d without temporaries: fills J (3, 12) and returns d = n_A - n_B as a 3-tuple.
+    a, b, c, uA, uB are (3,) scratch vectors."""
+    for k in range(3):
+        a[k] = x[h[1], k] - x[h[0], k]
+        b[k] = x[h[2], k] - x[h[0], k]
+        c[k] = x[h[3], k] - x[h[0], k]
+    uA[0] = a[1] * b[2] - a[2] * b[1]
+    uA[1] = a[2] * b[0] - a[0] * b[2]
+    uA[2] = a[0] * b[1] - a[1] * b[0]
+    uB[0] = c[1] * a[2] - c[2] * a[1]
+    uB[1] = c[2] * a[0] - c[0] * a[2]
+    uB[2] = c[0] * a[1] - c[1] * a[0]
+    lA = np.sqrt(uA[0] * uA[0] + uA[1] * uA[1] + uA[2] * uA[2])
+    lB = np.sqrt(uB[0] * uB[0] + uB[1] * uB[1] + uB[2] * uB[2])
+    for k in range(3):
+        uA[k] /= lA
+        uB[k] /= lB
+    # d nA / d x1 = -skew(b), d nA / d x2 = skew(a); d nB / d x1 = skew(c), d nB / d x3 = -skew(a)
+    _proj_skew(uA, 1.0 / lA, b, -1.0, J, 3, False)
+    _proj_skew(uB, 1.0 / lB, c, -1.0, J, 3, True)
+    _proj_skew(uA, 1.0 / lA, a, 1.0, J, 6, False)
+    _proj_skew(uB, 1.0 / lB, a, 1.0, J, 9, False)
+    for r in range(3):
+        for k in range(3):
+            J[r, k] = -(J[r, 3 + k] + J[r, 6 + k] + J[r, 9 + k])
+    return uA[0] - uB[0], uA[1] - uB[1], uA[2] - uB[2]
+
+
+@njit(cache=True, fastmath=False)
+def _residual_dir(kw, d0, dv, nd, r):
+    """r = dE/dd (3,) for E = kw/2 (|d| - d0)^2 (or kw/2 |d|^2 when flat); False if undefined."""
+    if d0 > 1e-9:
+        if nd < 1e-14:
+            return False
+        f = kw * (nd - d0) / nd
+    else:
+        f = kw
+    for k in range(3):
+        r[k] = f * dv[k]
+    return True
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def bending_gradient_elems(kind, x, stencils, kw, d0):
     """Per-stencil gradients (S, 3k)."""
     m = 3 * stencils.shape[1]
-    out = np.zeros((stencils.shape[0], m))
-    for i in prange(stencils.shape[0]):
-        d, J = _stencil(kind, x, stencils[i])
-        nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
-        if d0[i] > 1e-9:
-            if nd < 1e-14:
+    S = stencils.shape[0]
+    out = np.zeros((S, m))
+    nch = max(1, min(S, 64))
+    for ch in prange(nch):
+        J = np.empty((3, m))
+        a = np.empty(3); b = np.empty(3); c = np.empty(3); uA = np.empty(3); uB = np.empty(3)
+        dv = np.empty(3); r = np.empty(3)
+        for i in range(ch * S // nch, (ch + 1) * S // nch):
+            if kind == 0:
+                dv[0], dv[1], dv[2] = _hinge_dJ(x, stencils[i], J, a, b, c, uA, uB)
+            else:
+                d, Jr = rod_d(x, stencils[i])
+                dv[:] = d
+                J[:, :] = Jr
+            nd = np.sqrt(dv[0] * dv[0] + dv[1] * dv[1] + dv[2] * dv[2])
+            if not _residual_dir(kw[i], d0[i], dv, nd, r):
                 continue
-            r = kw[i] * (nd - d0[i]) / nd * d
-        else:
-            r = kw[i] * d
-        out[i] = J.T @ r
+            for p in range(m):
+                out[i, p] = J[0, p] * r[0] + J[1, p] * r[1] + J[2, p] * r[2]
     return out
 
 
 @njit(cache=True, fastmath=False, parallel=True)
 def bending_hessian_elems(kind, x, stencils, kw, d0):
-    """Per-stencil Gauss-Newton Hessians (S, 3k, 3k), PSD."""
+    """Per-stencil Gauss-Newton Hessians (S, 3k, 3k), PSD: kw J^T J (flat rest) or
+    kw J^T d^ d^T J (curved rest)."""
     m = 3 * stencils.shape[1]
-    out = np.zeros((stencils.shape[0], m, m))
-    for i in prange(stencils.shape[0]):
-        d, J = _stencil(kind, x, stencils[i])
-        if d0[i] > 1e-9:
-            nd = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
-            if nd < 1e-14:
-                continue
-            g = J.T @ (d / nd)
-            out[i] = kw[i] * np.outer(g, g)
-        else:
-            out[i] = kw[i] * (J.T @ J)
+    S = stencils.shape[0]
+    out = np.zeros((S, m, m))
+    nch = max(1, min(S, 64))
+    for ch in prange(nch):
+        J = np.empty((3, m))
+        a = np.empty(3); b = np.empty(3); c = np.empty(3); uA = np.empty(3); uB = np.empty(3)
+        dv = np.empty(3); g = np.empty(m)
+        for i in range(ch * S // nch, (ch + 1) * S // nch):
+            if kind == 0:
+                dv[0], dv[1], dv[2] = _hinge_dJ(x, stencils[i], J, a, b, c, uA, uB)
+            else:
+                d, Jr = rod_d(x, stencils[i])
+                dv[:] = d
+                J[:, :] = Jr
+            k = kw[i]
+            if d0[i] > 1e-9:
+                nd = np.sqrt(dv[0] * dv[0] + dv[1] * dv[1] + dv[2] * dv[2])
+                if nd < 1e-14:
+                    continue
+                for p in range(m):
+                    g[p] = (J[0, p] * dv[0] + J[1, p] * dv[1] + J[2, p] * dv[2]) / nd
+                for p in range(m):
+                    for q in range(p, m):
+                        v = k * g[p] * g[q]
+                        out[i, p, q] = v
+                        out[i, q, p] = v
+            else:
+                for p in range(m):
+                    for q in range(p, m):
+                        v = k * (J[0, p] * J[0, q] + J[1, p] * J[1, q] + J[2, p] * J[2, q])
+                        out[i, p, q] = v
+                        out[i, q, p] = v
     return out
 
 
