@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import bending, elastic_tet, membrane, rod_stretch
+from .contact.threads import threads_for
 from .fem_common import hessian_pattern, scatter_gradient
 
 
@@ -62,8 +63,26 @@ class ElasticTerms:
                               np.concatenate(cols) if cols else np.zeros(0, np.int64))
         return self._patterns
 
+    def n_elements(self) -> int:
+        return sum(len(el) for _, el in self._groups())
+
     def energy(self, x: np.ndarray) -> float:
         """Total elastic energy (J); +inf if a neo-Hookean tet is inverted."""
+        with threads_for(self.n_elements()):
+            return self._energy(x)
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """dE/dx (3N,) in N."""
+        with threads_for(self.n_elements()):
+            return self._gradient(x)
+
+    def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
+        """(rows, cols, vals) COO of the (PSD-projected) Hessian, N/m. Kernels run multi-threaded only
+        for big meshes on a machine with an idle core (contact/threads.py)."""
+        with threads_for(self.n_elements()):
+            return self._hessian(x, project)
+
+    def _energy(self, x: np.ndarray) -> float:
         e = 0.0
         if len(self.tets):
             e += elastic_tet.tet_energy(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu, self.tet_lam,
@@ -79,8 +98,7 @@ class ElasticTerms:
             e += bending.bending_energy(1, x, self.rod_bends, self.rod_kw, self.rod_d0)
         return float(e)
 
-    def gradient(self, x: np.ndarray) -> np.ndarray:
-        """dE/dx (3N,) in N."""
+    def _gradient(self, x: np.ndarray) -> np.ndarray:
         g = np.zeros(3 * self.n_verts)
         n = self.n_verts
         if len(self.tets):
@@ -102,8 +120,7 @@ class ElasticTerms:
                                   self.rod_bends, n)
         return g
 
-    def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
-        """(rows, cols, vals) COO of the (PSD-projected) Hessian, N/m."""
+    def _hessian(self, x: np.ndarray, project: bool) -> tuple:
         vals = []
         if len(self.tets):
             vals.append(elastic_tet.tet_hessian_elems(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu,
