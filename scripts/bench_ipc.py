@@ -6,13 +6,16 @@ drape: an n x n-quad cloth (64^2 quads = 4,225 vertices by default), 1 m, droppe
 modifier and the sphere a Collision modifier; its per-frame positions are checked with our
 count_intersections (edge-triangle intersections of cloth + sphere). bpy is imported here only.
 
-Usage: python scripts/bench_ipc.py [--quick] [--no-blender] [--plot docs/img/drape_scaling.png]
+Sizes: full = 64^2 drape over 48 frames, stack 24 frames, scaling 16^2 / 32^2 / 64^2, linear solvers on the
+32^2 drape; --quick = 24^2 drape over 12 frames and smaller everything else (a few minutes).
+Usage: python scripts/bench_ipc.py [--quick] [--no-blender] [--frames N] [--plot docs/img/drape_scaling.png]
 ``run()`` returns the results as a dict; __main__ prints a markdown section.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 import time
 
@@ -50,8 +53,9 @@ def run_drape(n: int, frames: int, linear_solver: str = "direct") -> dict:
         cts.append(r.stats["contacts"])
         inter = max(inter, b.contact.count_intersections(b.stepper.x))
     return {"quads": n, "vertices": (n + 1) ** 2, "frames": frames, "seconds_per_frame": float(np.mean(secs)),
-            "newton_per_frame": float(np.mean(its)), "max_contacts": int(max(cts)), "max_intersections": inter,
-            "first_frame_seconds": build, "linear_solver": linear_solver}
+            "max_seconds_per_frame": float(max(secs)), "newton_per_frame": float(np.mean(its)),
+            "seconds_per_newton": float(np.sum(secs) / max(np.sum(its), 1)), "max_contacts": int(max(cts)),
+            "max_intersections": inter, "first_frame_seconds": build, "linear_solver": linear_solver}
 
 
 def run_blender_drape(n: int, frames: int) -> dict:
@@ -126,10 +130,23 @@ def run_stack(frames: int, div: int = 4) -> dict:
             "max_intersections": b.contact.count_intersections(b.stepper.x)}
 
 
-def run(quick: bool = False, blender: bool = True, plot: str | None = None) -> dict:
-    frames = 12 if quick else 48
+def machine() -> str:
+    """CPU model, core count and load when the benchmark started (other jobs share the cores)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next(l.split(":", 1)[1].strip() for l in fh if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{cpu}, {os.cpu_count()} cores, load average {load:.1f} at start"
+
+
+def run(quick: bool = False, blender: bool = True, plot: str | None = None, frames: int | None = None) -> dict:
+    frames = frames or (12 if quick else 48)
     n_main = 24 if quick else 64
-    res = {"drape": run_drape(n_main, frames)}
+    t_start = time.perf_counter()
+    res = {"machine": machine(), "drape": run_drape(n_main, frames)}
     if blender:
         try:
             res["blender_drape"] = run_blender_drape(n_main, frames)
@@ -140,6 +157,7 @@ def run(quick: bool = False, blender: bool = True, plot: str | None = None) -> d
     res["scaling"] = [res["drape"] if s == n_main else run_drape(s, 8 if quick else 16) for s in sizes]
     mid = 16 if quick else 32
     res["linear_solver"] = {m: run_drape(mid, 6 if quick else 12, m) for m in ("direct", "cg")}
+    res["total_seconds"] = time.perf_counter() - t_start
     if plot:
         import matplotlib
         matplotlib.use("Agg")
@@ -148,6 +166,9 @@ def run(quick: bool = False, blender: bool = True, plot: str | None = None) -> d
         t = [r["seconds_per_frame"] for r in res["scaling"]]
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.loglog(v, t, "o-", label="Clearance IPC drape")
+        bl = res.get("blender_drape") or {}
+        if "seconds_per_frame" in bl:
+            ax.loglog([(bl["quads"] + 1) ** 2], [bl["seconds_per_frame"]], "s", label="Blender cloth (same run)")
         ax.set_xlabel("cloth vertices")
         ax.set_ylabel("seconds per frame")
         ax.grid(True, which="both", alpha=0.3)
@@ -163,24 +184,29 @@ def table(res: dict) -> str:
     d = res["drape"]
     lines = ["## IPC", "",
              f"Drape: {d['quads']}x{d['quads']} quads ({d['vertices']} vertices) on a sphere, self-contact, mu 0.3, "
-             f"{d['frames']} frames at 24 fps (first frame, with JIT, not timed).", "",
-             "| solver | s/frame | Newton it./frame | max contacts | max intersections |", "|---|---|---|---|---|",
-             f"| Clearance IPC | {d['seconds_per_frame']:.3f} | {d['newton_per_frame']:.1f} | {d['max_contacts']} | "
-             f"{d['max_intersections']} |"]
+             f"{d['frames']} frames at 24 fps (first frame, with JIT, not timed). Machine: {res['machine']}.", "",
+             "| solver | s/frame | Newton it./frame | s/Newton it. | max contacts | max intersections |",
+             "|---|---|---|---|---|---|",
+             f"| Clearance IPC | {d['seconds_per_frame']:.3f} | {d['newton_per_frame']:.1f} | "
+             f"{d['seconds_per_newton']:.3f} | {d['max_contacts']} | {d['max_intersections']} |"]
     bl = res.get("blender_drape")
     if bl and "error" not in bl:
-        lines.append(f"| Blender cloth | {bl['seconds_per_frame']:.3f} | - | - | {bl['max_intersections']} |")
+        lines.append(f"| Blender cloth | {bl['seconds_per_frame']:.3f} | - | - | - | {bl['max_intersections']} |")
+        lines.append(f"\nRatio ours / Blender: {d['seconds_per_frame'] / bl['seconds_per_frame']:.1f}x per frame.")
     elif bl:
-        lines.append(f"| Blender cloth | failed: {bl['error'][:80]} | | | |")
+        lines.append(f"| Blender cloth | failed: {bl['error'][:80]} | | | | |")
     s = res["stack"]
     lines += ["", f"Stack: {s['cubes']} soft cubes (~{s['tets_per_cube']} tets each) dropped in a pile, "
               f"{s['frames']} frames: {s['seconds_per_frame']:.3f} s/frame, {s['newton_per_frame']:.1f} Newton "
               f"it./frame, final intersections {s['max_intersections']}.", "",
-              "Scaling (drape): | vertices | s/frame |", "|---|---|"]
-    lines += [f"| {r['vertices']} | {r['seconds_per_frame']:.3f} |" for r in res["scaling"]]
+              "Scaling (drape):", "", "| vertices | frames | s/frame | Newton it./frame | s/Newton it. |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {r['vertices']} | {r['frames']} | {r['seconds_per_frame']:.3f} | {r['newton_per_frame']:.1f} | "
+              f"{r['seconds_per_newton']:.3f} |" for r in res["scaling"]]
     ls = res["linear_solver"]
     lines += ["", "Linear solver (drape, mid size): " + ", ".join(
         f"{m}: {r['seconds_per_frame']:.3f} s/frame, {r['newton_per_frame']:.1f} it." for m, r in ls.items())]
+    lines.append(f"\nTotal benchmark time {res['total_seconds'] / 60:.1f} min.")
     if res.get("plot"):
         lines.append(f"\n![drape scaling]({os.path.relpath(res['plot'], os.path.join(ROOT, 'docs'))})")
     return "\n".join(lines)
@@ -190,9 +216,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-blender", action="store_true")
+    ap.add_argument("--frames", type=int, default=None, help="frames of the main drape (default 48, quick 12)")
     ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "img", "drape_scaling.png"))
     a = ap.parse_args(argv)
-    res = run(a.quick, not a.no_blender, a.plot)
+    res = run(a.quick, not a.no_blender, a.plot, a.frames)
     print(table(res))
     return 0
 
