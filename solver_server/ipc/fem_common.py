@@ -1,4 +1,4 @@
-"""Small helpers shared by the element kernels: polar SVD, PSD projection, scatter of per-element
+"""Small helpers shared by the element kernels: polar SVD, scatter of per-element
 gradients into the global vector and COO index patterns of per-element Hessians."""
 from __future__ import annotations
 
@@ -21,19 +21,6 @@ def polar_svd(F):
         V[:, 2] *= -1.0
         s[2] *= -1.0
     return U, s, V
-
-
-@njit(cache=True, fastmath=False)
-def project_psd(H):
-    """Symmetric matrix with its negative eigenvalues clamped to zero (book: "SPD projection")."""
-    Hs = 0.5 * (H + H.T)
-    w, Q = np.linalg.eigh(Hs)
-    if w[0] >= 0.0:
-        return Hs
-    for i in range(w.shape[0]):
-        if w[i] < 0.0:
-            w[i] = 0.0
-    return (Q * w) @ Q.T
 
 
 @njit(cache=True, fastmath=False)
