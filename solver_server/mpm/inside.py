@@ -27,6 +27,34 @@ def is_closed(triangles: np.ndarray) -> tuple:
     return odd == 0, odd
 
 
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def _column_crossing(V, T, t, px, py):
+    """(hit, z): whether the vertical line through (px, py) crosses triangle t of (V, T), and the
+    height z (m) of the crossing, from the signed areas of the sub-triangles seen from the column."""
+    a = T[t, 0]
+    b = T[t, 1]
+    d = T[t, 2]
+    ax = V[a, 0] - px
+    ay = V[a, 1] - py
+    bx = V[b, 0] - px
+    by = V[b, 1] - py
+    dx_ = V[d, 0] - px
+    dy_ = V[d, 1] - py
+    if (ax > 0 and bx > 0 and dx_ > 0) or (ax < 0 and bx < 0 and dx_ < 0):
+        return False, 0.0
+    if (ay > 0 and by > 0 and dy_ > 0) or (ay < 0 and by < 0 and dy_ < 0):
+        return False, 0.0
+    wa = bx * dy_ - by * dx_
+    wb = dx_ * ay - dy_ * ax
+    wd = ax * by - ay * bx
+    if not ((wa >= 0 and wb >= 0 and wd >= 0) or (wa <= 0 and wb <= 0 and wd <= 0)):
+        return False, 0.0
+    s = wa + wb + wd
+    if s == 0.0:
+        return False, 0.0
+    return True, (wa * V[a, 2] + wb * V[b, 2] + wd * V[d, 2]) / s
+
+
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def inside_columns(V, T, cx, cy, z0, dz, nz, scale):
     """inside (m, nz) bool for lattice points (cx[c], cy[c], z0 + k dz). V (n, 3) float64 vertices,
@@ -40,29 +68,9 @@ def inside_columns(V, T, cx, cy, z0, dz, nz, scale):
         hits = np.empty(16)
         nh = 0
         for t in range(nt):
-            a = T[t, 0]
-            b = T[t, 1]
-            d = T[t, 2]
-            ax = V[a, 0] - px
-            ay = V[a, 1] - py
-            bx = V[b, 0] - px
-            by = V[b, 1] - py
-            dx_ = V[d, 0] - px
-            dy_ = V[d, 1] - py
-            if (ax > 0 and bx > 0 and dx_ > 0) or (ax < 0 and bx < 0 and dx_ < 0):
+            hit, z = _column_crossing(V, T, t, px, py)
+            if not hit:
                 continue
-            if (ay > 0 and by > 0 and dy_ > 0) or (ay < 0 and by < 0 and dy_ < 0):
-                continue
-            # signed areas of the sub-triangles seen from the column (barycentric numerators)
-            wa = bx * dy_ - by * dx_
-            wb = dx_ * ay - dy_ * ax
-            wd = ax * by - ay * bx
-            if not ((wa >= 0 and wb >= 0 and wd >= 0) or (wa <= 0 and wb <= 0 and wd <= 0)):
-                continue
-            s = wa + wb + wd
-            if s == 0.0:
-                continue
-            z = (wa * V[a, 2] + wb * V[b, 2] + wd * V[d, 2]) / s
             if nh == hits.shape[0]:
                 grown = np.empty(2 * nh)
                 grown[:nh] = hits
@@ -94,28 +102,9 @@ def inside_points(V, T, P, scale):
         pz = P[q, 2]
         below = 0
         for t in range(nt):
-            a = T[t, 0]
-            b = T[t, 1]
-            d = T[t, 2]
-            ax = V[a, 0] - px
-            ay = V[a, 1] - py
-            bx = V[b, 0] - px
-            by = V[b, 1] - py
-            dx_ = V[d, 0] - px
-            dy_ = V[d, 1] - py
-            if (ax > 0 and bx > 0 and dx_ > 0) or (ax < 0 and bx < 0 and dx_ < 0):
+            hit, z = _column_crossing(V, T, t, px, py)
+            if not hit:
                 continue
-            if (ay > 0 and by > 0 and dy_ > 0) or (ay < 0 and by < 0 and dy_ < 0):
-                continue
-            wa = bx * dy_ - by * dx_
-            wb = dx_ * ay - dy_ * ax
-            wd = ax * by - ay * bx
-            if not ((wa >= 0 and wb >= 0 and wd >= 0) or (wa <= 0 and wb <= 0 and wd <= 0)):
-                continue
-            s = wa + wb + wd
-            if s == 0.0:
-                continue
-            z = (wa * V[a, 2] + wb * V[b, 2] + wd * V[d, 2]) / s
             if z < pz:
                 below += 1
         out[q] = (below % 2) == 1
