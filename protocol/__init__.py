@@ -8,7 +8,7 @@ from .messages import (DONE_STATES, ERROR_CODES, JOB_STATES, MESSAGE_TYPES, PROG
                        Done, Error, Frame, Hello, Message, Ping, Pong, Progress, Status, StatusReply, Submit,
                        Welcome, decode_message, encode_message)
 from .pc2 import PC2Writer, read_pc2, write_pc2
-from .scene import BACKENDS, ROLES, Body, Material, Scene, SceneError, Settings
+from .scene import BACKENDS, ROLES, SOLVER_QUALITIES, Body, Material, Scene, SceneError, Settings
 from .scenefile import load_scene, save_scene, scene_bytes
 from .version import PROTOCOL_VERSION, PROTOCOL_VERSION_STR
 
@@ -26,7 +26,8 @@ __all__ = [
     "ProtocolError", "RemoteError", "ServerUnreachable", "VersionMismatch",
     "DONE_STATES", "ERROR_CODES", "JOB_STATES", "MESSAGE_TYPES", "PROGRESS_STATES", "Accepted", "Cancel", "Done",
     "Error", "Frame", "Hello", "Message", "Ping", "Pong", "Progress", "Status", "StatusReply", "Submit", "Welcome",
-    "decode_message", "encode_message", "PC2Writer", "read_pc2", "write_pc2", "BACKENDS", "ROLES", "Body",
+    "decode_message", "encode_message", "PC2Writer", "read_pc2", "write_pc2", "BACKENDS", "ROLES", "SOLVER_QUALITIES",
+    "Body",
     "Material", "Scene", "SceneError", "Settings", "load_scene", "save_scene", "scene_bytes", "PROTOCOL_VERSION",
     "PROTOCOL_VERSION_STR", "Client", "CLIENT_VERSION",
 ]

@@ -52,12 +52,25 @@ class Client:
         self._closed = False
 
     # -- plumbing ---------------------------------------------------------------------------
+    def peer_version(self) -> tuple:
+        """The protocol version both sides know: the lower of this client's and the server's
+        (from its Welcome; this client's own before the handshake). Scenes are encoded for it."""
+        if self.welcome is None:
+            return self.protocol_version
+        return min(self.protocol_version, tuple(self.welcome.protocol_version))
+
     def _send(self, msg: Message) -> None:
         if self._closed:
             raise RuntimeError("client is closed")
         try:
-            self._sock.send_multipart(encode_message(msg, self.protocol_version), copy=False,
-                                      flags=zmq.NOBLOCK)
+            frames = encode_message(msg, self.protocol_version, self.peer_version())
+        except ProtocolError as e:
+            if e.field and e.field.startswith("scene.settings."):
+                # A setting the (older) server cannot honour: a version problem, said plainly.
+                raise VersionMismatch(e.message) from None
+            raise
+        try:
+            self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
         except zmq.Again:
             raise ServerUnreachable(f"cannot send to {self.address}: the server is not reachable or not reading") from None
 
@@ -107,7 +120,9 @@ class Client:
         return w
 
     def submit(self, scene: Scene, cache_dir: str, resume: bool = False) -> str:
-        """Submit a bake; returns the job id. Raises RemoteError if the server refuses the scene."""
+        """Submit a bake; returns the job id. Raises RemoteError if the server refuses the scene,
+        VersionMismatch if the server's minor version cannot honour one of its settings (a
+        "fast" solver_quality sent to a 1.0 server, which has only the accurate solver)."""
         a = self._request(Submit(scene, str(cache_dir), bool(resume)), (Accepted,))
         return a.job_id
 

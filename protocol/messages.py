@@ -264,12 +264,19 @@ MESSAGE_TYPES = {c.TYPE: c for c in (Hello, Welcome, Submit, Accepted, Frame, Pr
                                      Status, StatusReply, Ping, Pong)}
 
 
-def encode_message(msg: Message, version: tuple = PROTOCOL_VERSION) -> list:
-    """ZeroMQ frames of a message (send with ``send_multipart(frames, copy=False)``)."""
+def encode_message(msg: Message, version: tuple = PROTOCOL_VERSION, peer_version: Optional[tuple] = None) -> list:
+    """ZeroMQ frames of a message (send with ``send_multipart(frames, copy=False)``).
+
+    ``version`` goes into the envelope. ``peer_version`` (default: ``version``) is what the
+    receiver speaks: optional fields newer than it are left out of a scene, or refused with a
+    ProtocolError when the receiver could not honour their value (docs/protocol.md, rule 3 of
+    versioning: never send a field the peer's minor version does not know).
+    """
+    peer = version if peer_version is None else peer_version
     body = {}
     for f in body_fields(type(msg)):
         v = getattr(msg, f.name)
-        body[f.name] = scene_to_wire(v) if f.type == "Scene" else (list(v) if isinstance(v, tuple) else v)
+        body[f.name] = scene_to_wire(v, peer) if f.type == "Scene" else (list(v) if isinstance(v, tuple) else v)
     return encode(msg.TYPE, body, msg_id=msg.id, parent=msg.parent, timestamp=msg.timestamp, version=version)
 
 

@@ -28,6 +28,13 @@ particles sampled inside the closed mesh. ``collider``: prescribed motion, never
 ELASTIC_MODELS = ("neo_hookean", "stable_neo_hookean", "fixed_corotated", "stvk")
 MPM_MATERIALS = ("elastic", "snow", "sand", "water", "mud")
 BACKENDS = ("ipc", "mpm", "none")
+SOLVER_QUALITIES = ("fast", "accurate")
+"""IPC solver families (``Settings.solver_quality``). ``fast``: per-vertex block descent with
+per-vertex displacement bounds, seconds per frame, never intersects. ``accurate``: Newton IPC
+converged to ``newton_tol``, slower. Both keep the scene free of intersections."""
+SOLVER_QUALITY_OF_OLD_SCENES = "accurate"
+"""What a scene without ``solver_quality`` means: scenes written or sent before protocol 1.1
+had only the Newton IPC solver, so decoding fills in "accurate" (not the dataclass default)."""
 
 
 class SceneError(ValueError):
@@ -166,6 +173,7 @@ class Settings:
     newton_tol: float = 1.0e-2         # m/s, stop when ||p||_inf / h < newton_tol
     max_newton_iterations: int = 100
     backend: str = "ipc"               # one of BACKENDS; scenes with granular bodies use "mpm"
+    solver_quality: str = "fast"       # one of SOLVER_QUALITIES (IPC backend); absent on the wire: "accurate"
     elastic_model: str = "neo_hookean"
     domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls)
     domain_max: tuple = (2.0, 2.0, 4.0)
@@ -194,6 +202,9 @@ class Settings:
             raise SceneError(f"contact_gap must be a positive distance in metres, got {self.contact_gap}", "", "contact_gap")
         if self.backend not in BACKENDS:
             raise SceneError(f"unknown backend {self.backend!r}; use one of {BACKENDS}", "", "backend")
+        if self.solver_quality not in SOLVER_QUALITIES:
+            raise SceneError(f"unknown solver_quality {self.solver_quality!r}; use one of {SOLVER_QUALITIES} "
+                             "(fast: block descent, accurate: Newton IPC)", "", "solver_quality")
         if not (math.isfinite(self.debug_frame_delay) and self.debug_frame_delay >= 0):
             raise SceneError(f"debug_frame_delay must be >= 0 seconds, got {self.debug_frame_delay}", "", "debug_frame_delay")
         if len(self.gravity) != 3 or not all(math.isfinite(float(g)) for g in self.gravity):

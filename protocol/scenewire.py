@@ -6,6 +6,12 @@ values and arrays of the wrong dtype raise ProtocolError naming the field path
 (``scene.bodies[1].material.density``); missing keys take the dataclass default, so a
 newer minor version may add optional fields. Value ranges and shapes are the scene's own
 business (Scene.validate raises SceneError with the body and field).
+
+Fields added by a minor version are listed in :data:`SETTINGS_SINCE`. Two rules keep older
+peers working: decoding a settings map without such a field gives the value an older peer
+meant (``solver_quality`` absent -> "accurate", the only solver before 1.1), and encoding for
+an older peer leaves the field out when its value means what the peer does anyway, and
+refuses (ProtocolError naming the field) when the peer could not honour it.
 """
 from __future__ import annotations
 
@@ -15,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import Body, Material, Scene, Settings
+from .scene import SOLVER_QUALITY_OF_OLD_SCENES, Body, Material, Scene, Settings
+from .version import PROTOCOL_VERSION, version_str
+
+SETTINGS_SINCE = {"solver_quality": ((1, 1), SOLVER_QUALITY_OF_OLD_SCENES)}
+"""Settings fields added by a minor version: name -> (first version that knows it, the value a
+map without the field means). The meaning of absence is what peers of older versions did, which
+may differ from the dataclass default chosen for new scenes."""
 
 BODY_ARRAYS = {
     "vertices": ("<f8", False),
@@ -36,8 +48,27 @@ def _plain(dc: Any) -> dict:
     return out
 
 
-def scene_to_wire(scene: Scene) -> dict:
-    """The wire map of a scene (arrays converted to their wire dtypes)."""
+def _settings_for(settings: Any, peer_version: tuple) -> dict:
+    """The settings map for a peer speaking ``peer_version``: fields that peer does not know are
+    left out when their value is what the peer does anyway, refused otherwise."""
+    d = _plain(settings)
+    peer = (int(peer_version[0]), int(peer_version[1]))
+    for name, (since, implied) in SETTINGS_SINCE.items():
+        if peer[0] != since[0] or peer >= since:
+            continue
+        if d[name] != implied:
+            raise ProtocolError(
+                f"the server speaks protocol {version_str(peer)}, which predates {name} (added in "
+                f"{version_str(since)}) and always uses {implied!r}; set {name} to {implied!r} or update "
+                "the server", f"scene.settings.{name}")
+        del d[name]
+    return d
+
+
+def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
+    """The wire map of a scene (arrays converted to their wire dtypes), for a peer speaking
+    ``peer_version`` (see :data:`SETTINGS_SINCE`; raises ProtocolError when that peer cannot
+    honour a setting)."""
     bodies = []
     for b in scene.bodies:
         d = {}
@@ -51,7 +82,7 @@ def scene_to_wire(scene: Scene) -> dict:
             else:
                 d[f.name] = list(v) if isinstance(v, tuple) else v
         bodies.append(d)
-    return {"name": scene.name, "settings": _plain(scene.settings), "bodies": bodies}
+    return {"name": scene.name, "settings": _settings_for(scene.settings, peer_version), "bodies": bodies}
 
 
 def _scalar(value: Any, default: Any, path: str) -> Any:
@@ -138,7 +169,11 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
     body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity)
 
     def settings(v: Any, p: str) -> Settings:
-        return _dataclass_from(Settings, v, p, {})
+        s = _dataclass_from(Settings, v, p, {})
+        # A field a pre-1.1 peer did not send means what that peer did, not the new default.
+        absent = {name: implied for name, (_, implied) in SETTINGS_SINCE.items()
+                  if isinstance(v, dict) and name not in v}
+        return dataclasses.replace(s, **absent) if absent else s
 
     def bodies(v: Any, p: str) -> tuple:
         if not isinstance(v, list):

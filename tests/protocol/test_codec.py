@@ -9,6 +9,7 @@ import zmq
 from protocol import (Accepted, Cancel, Done, Error, Frame, Hello, Limits, Ping, Pong, Progress, ProtocolError, Status,
                       StatusReply, Submit, Welcome, decode, decode_message, encode, encode_message)
 from protocol.messages import MESSAGE_TYPES
+from protocol.version import PROTOCOL_VERSION
 from scenes import assert_deep_equal, make_scene
 
 
@@ -63,7 +64,7 @@ def test_round_trip_over_sockets(socket_pair, index):
     assert router.poll(5000)
     frames = router.recv_multipart(copy=False)
     back, version = decode_message(frames[1:])
-    assert version == (1, 0)
+    assert version == PROTOCOL_VERSION
     assert_deep_equal(back, msg)
     # and back the other way through the ROUTER
     router.send_multipart([frames[0].bytes, *encode_message(back)], copy=False)
