@@ -43,13 +43,16 @@ def _bake(args: argparse.Namespace) -> int:
         print(f"clearance-server bake: cannot read {args.scene_file}: {e}", file=sys.stderr, flush=True)
         return 1
     try:
-        return bake(scene, args.out, tuple(args.frames) if args.frames else None, args.resume)
+        return bake(scene, args.out, tuple(args.frames) if args.frames else None, args.resume,
+                    solver_quality=args.solver_quality)
     except SceneError as e:
         print(f"clearance-server bake: {e}", file=sys.stderr, flush=True)
         return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``clearance-server`` argument parser (``serve`` and ``bake`` sub-commands)."""
+    from protocol.scene import SOLVER_QUALITIES
     p = argparse.ArgumentParser(prog="clearance-server", description="Clearance solver server")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve bake jobs over ZeroMQ")
@@ -64,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True, help="output folder (pc2 files, stats.json, frame/state cache)")
     b.add_argument("--frames", type=int, nargs=2, metavar=("A", "B"), help="bake frames A..B only")
     b.add_argument("--resume", action="store_true", help="continue from the cache in --out")
+    b.add_argument("--solver-quality", choices=SOLVER_QUALITIES, default=None,
+                   help="IPC solver: fast (block descent, the default of new scenes) or accurate (Newton IPC "
+                        "converged to the tolerance); default: the scene file's setting")
     b.set_defaults(func=_bake)
     return p
 

@@ -13,7 +13,7 @@ import sys
 from typing import Optional, TextIO
 
 from protocol.pc2 import PC2Writer
-from protocol.scene import Scene, SceneError
+from protocol.scene import SOLVER_QUALITIES, Scene, SceneError
 from .cache import JobCache
 from .runner import run_job
 
@@ -74,13 +74,30 @@ def write_pc2_files(cache: JobCache, out_dir: str, frame_start: int, frame_end: 
     return {n: os.path.join(out_dir, f) for n, f in files.items()}
 
 
+def with_solver_quality(scene: Scene, quality: str) -> Scene:
+    """The scene with ``settings.solver_quality`` replaced (``--solver-quality``), so a farm can
+    bake one scene file with either IPC solver without rewriting the file. Raises SceneError
+    naming ``solver_quality`` for a value that is not one of SOLVER_QUALITIES."""
+    if quality not in SOLVER_QUALITIES:
+        raise SceneError(f"unknown solver quality {quality!r}; use one of {SOLVER_QUALITIES}", "", "solver_quality")
+    return dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, solver_quality=quality))
+
+
 def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: bool = False,
-         log: TextIO = sys.stdout) -> int:
-    """Bake to ``out_dir``; returns a process exit code (0 success, 1 failure, 2 cancelled)."""
+         log: TextIO = sys.stdout, solver_quality: Optional[str] = None) -> int:
+    """Bake to ``out_dir``; returns a process exit code (0 success, 1 failure, 2 cancelled).
+
+    ``frames`` (A, B) bakes that sub-range; ``solver_quality`` ("fast" or "accurate") overrides
+    the scene's. The overridden scene is the one hashed for ``resume``, so resuming with the
+    other quality is refused like any other changed setting."""
     if frames is not None:
         scene = restrict_frames(scene, *frames)
+    if solver_quality is not None:
+        scene = with_solver_quality(scene, solver_quality)
     os.makedirs(out_dir, exist_ok=True)
     s = scene.settings
+    print(f"backend {s.backend}, solver quality {s.solver_quality}"
+          + ("" if s.backend == "ipc" else " (used by the ipc backend only)"), file=log, flush=True)
     result = {}
 
     mode = ["building"]
