@@ -2,7 +2,6 @@
 resume, failures, several clients."""
 import json
 import os
-import time
 
 import numpy as np
 import pytest
@@ -30,7 +29,7 @@ def test_handshake_bake_stream_and_cache(server, tmp_path):
     with Client(server.address, timeout=5.0, client_name="pytest") as c:
         w = c.connect()
         assert w.protocol_version[0] == 1 and "none" in w.backends
-        assert c.ping() < 1.0
+        c.ping()                          # answered (a silent server raises ServerUnreachable)
         job = c.submit(scene, str(tmp_path / "cache"))
         frames, progress, errors, done = _collect(c, job)
     s = scene.settings
@@ -74,7 +73,7 @@ def test_invalid_scene_is_refused_with_object_and_field(server, tmp_path):
         with pytest.raises(RemoteError) as e:
             c.submit(make_scene(), "relative/dir")
         assert e.value.field == "cache_dir"
-        assert c.ping() < 1.0
+        c.ping()                          # the server keeps serving
 
 
 def _wait_frames(client, job, count, timeout=10.0):
@@ -89,22 +88,21 @@ def _wait_frames(client, job, count, timeout=10.0):
     raise AssertionError("job ended early")
 
 
-def test_cancel_mid_frame_takes_effect_within_a_second(server, tmp_path):
-    scene = make_scene(n_frames=4, debug_frame_delay=5.0)
+def test_cancel_interrupts_a_long_frame(server, tmp_path):
+    # Frame 2 sleeps 60 s: the job can only end "cancelled" without writing it if the server
+    # stopped the child in the middle of the frame (cooperative flag, then terminate). How fast
+    # that happens is measured by scripts/bench_server.py, not asserted here.
+    scene = make_scene(n_frames=4, debug_frame_delay=60.0)
     with Client(server.address, timeout=5.0) as c:
         c.connect()
         job = c.submit(scene, str(tmp_path / "c"))
-        _wait_frames(c, job, 1)          # frame_start written; now sleeping 5 s in frame 2
-        time.sleep(0.2)
-        t0 = time.monotonic()
+        _wait_frames(c, job, 1)          # frame_start written; now sleeping in frame 2
         reply = c.cancel(job)
         assert reply.state == "cancelling"
-        frames, _, errors, done = _collect(c, job, timeout=5.0)
-        elapsed = time.monotonic() - t0
-        assert done.state == "cancelled" and not errors
-        assert elapsed < 1.0, elapsed
+        frames, _, errors, done = _collect(c, job, timeout=20.0)
+        assert done.state == "cancelled" and not errors and not frames
         assert c.status(job).state == "cancelled"
-        assert c.ping() < 1.0
+        c.ping()
     fs = scene.settings.frame_start
     root = tmp_path / "c"
     assert (root / "frames" / f"frame_{fs:05d}.npz").exists()
@@ -118,6 +116,12 @@ def _frames_on_disk(root, scene):
         with np.load(os.path.join(root, "frames", f"frame_{f:05d}.npz")) as z:
             out[f] = {k: z[k] for k in z.files}
     return out
+
+
+def _identity(path):
+    """(inode, mtime in ns) of a file: changes when the cache rewrites it (atomic replace)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns
 
 
 def test_resume_continues_and_equals_an_uninterrupted_bake(server, tmp_path):
@@ -136,15 +140,24 @@ def test_resume_continues_and_equals_an_uninterrupted_bake(server, tmp_path):
         with pytest.raises(RemoteError) as e:
             c.submit(make_scene(n_frames=7, seed=5, debug_frame_delay=0.25), str(tmp_path / "r"), resume=True)
         assert e.value.code == "resume_mismatch"
-        t0 = time.monotonic()
+        root = tmp_path / "r"
+        last = s.frame_start - 1   # last frame with every frame before it and its own state on disk
+        while (root / "frames" / f"frame_{last + 1:05d}.npz").exists() and \
+                (root / "state" / f"state_{last + 1:05d}.npz").exists():
+            last += 1
+        assert last >= s.frame_start + 1
+        kept_files = {}
+        for f in range(s.frame_start, last + 1):
+            for p in (root / "frames" / f"frame_{f:05d}.npz", root / "state" / f"state_{f:05d}.npz"):
+                kept_files[p] = _identity(p)
         job2 = c.submit(scene, str(tmp_path / "r"), resume=True)
         frames, progress, errors, done = _collect(c, job2)
-        elapsed = time.monotonic() - t0
         assert done.state == "done" and not errors and done.frames_done == s.n_frames
         assert sorted(frames) == list(range(s.frame_start, s.frame_end + 1))  # kept frames are re-sent first
         assert any(p.state == "resuming" for p in progress)
-        # only the missing frames were solved again (0.25 s each)
-        assert elapsed < 0.25 * (s.n_frames - 1), elapsed
+        # only the missing frames were solved again: every kept frame and state file is the same
+        # file as before (a rewrite replaces it by a new file through os.replace)
+        assert {p: _identity(p) for p in kept_files} == kept_files
         job3 = c.submit(scene, str(tmp_path / "u"))
         assert _collect(c, job3)[3].state == "done"
     resumed, straight = _frames_on_disk(tmp_path / "r", scene), _frames_on_disk(tmp_path / "u", scene)
@@ -170,7 +183,7 @@ def test_backend_failure_reports_and_server_keeps_serving(server, tmp_path):
         assert errors[0].job_id == job
         for f in (fs, fs + 1, fs + 2):
             assert (tmp_path / "f" / "frames" / f"frame_{f:05d}.npz").exists()
-        assert c.ping() < 1.0
+        c.ping()
         job = c.submit(make_scene(n_frames=3), str(tmp_path / "ok"))
         assert _collect(c, job)[3].state == "done"
 
@@ -198,7 +211,7 @@ def test_a_crashing_job_process_does_not_take_the_server_down(server, tmp_path):
         os.kill(pid, 9)
         _, _, errors, done = _collect(c, job, timeout=5.0)
         assert done.state == "failed" and errors[0].code == "crash"
-        assert c.ping() < 1.0
+        c.ping()
 
 
 def test_two_clients_at_once(server_factory, tmp_path):
@@ -211,8 +224,8 @@ def test_two_clients_at_once(server_factory, tmp_path):
         ja = a.submit(a_scene, str(tmp_path / "a"))
         jb = b.submit(b_scene, str(tmp_path / "b"))
         assert ja != jb
-        time.sleep(0.3)
-        assert a.status(ja).state == "running" and b.status(jb).state == "running"  # both at once
+        # both at once: with one worker the second job would be "queued" (jobs take >= 0.3 s)
+        assert a.status(ja).state == "running" and b.status(jb).state == "running"
         for cl, job, sc in ((a, ja, a_scene), (b, jb, b_scene)):
             frames, _, errors, done = _collect(cl, job)
             assert done.state == "done" and not errors
@@ -249,13 +262,15 @@ def test_secret_server(server_factory, tmp_path):
 def test_heartbeat_during_a_long_frame_and_shutdown_stops_jobs(server, tmp_path):
     with Client(server.address, timeout=5.0) as c:
         c.connect()
-        job = c.submit(make_scene(n_frames=4, debug_frame_delay=5.0), str(tmp_path / "h"))
+        job = c.submit(make_scene(n_frames=4, debug_frame_delay=60.0), str(tmp_path / "h"))
         _wait_frames(c, job, 1)
-        t0 = time.monotonic()
         beats = []
-        while time.monotonic() - t0 < 2.5:
-            beats += [m for m in c.poll(0.1) if isinstance(m, Progress)]
-        assert len(beats) >= 2 and all(b.state == "solving" for b in beats)  # the UI never looks frozen
+        for ev in c.events(job, timeout=20.0):     # the frame takes 60 s: only heartbeats arrive
+            assert isinstance(ev, Progress), ev
+            beats.append(ev)
+            if len(beats) == 3:
+                break
+        assert all(b.state == "solving" for b in beats)  # the UI never looks frozen
         pid = _job_child_pid(server.proc.pid)
         assert pid is not None
         server.proc.terminate()
