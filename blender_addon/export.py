@@ -186,7 +186,9 @@ def material_of(obj: bpy.types.Object) -> Material:
 
 
 def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:
-    """protocol Settings from ``Scene.clearance``; backend AUTO picks mpm for granular scenes."""
+    """protocol Settings from ``Scene.clearance``; backend AUTO picks mpm for granular scenes.
+    ``solver_quality`` (FAST / ACCURATE) is sent as "fast" / "accurate" whatever the backend
+    (only IPC uses it), so the scene hash, and with it Resume, follows the artist's choice."""
     s = scene.clearance
     start, end = frame_range(scene)
     backend = s.backend if s.backend != "AUTO" else ("mpm" if "granular" in roles else "ipc")
@@ -198,7 +200,7 @@ def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = N
     return Settings(frame_start=start, frame_end=end, fps=scene.render.fps / scene.render.fps_base,
                     substeps=s.substeps, gravity=tuple(float(g) for g in gravity), contact_gap=s.contact_gap,
                     friction=s.friction, newton_tol=s.newton_tol, max_newton_iterations=s.max_newton_iterations,
-                    backend=backend, **kw)
+                    backend=backend, solver_quality=s.solver_quality.lower(), **kw)
 
 
 def _domain(all_points: list) -> tuple:

@@ -163,7 +163,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         except RemoteError as exc:
             _report_error(self, scene, error_text(exc.message, exc.obj))
             return None
-        except ServerUnreachable as exc:
+        except (ServerUnreachable, VersionMismatch) as exc:   # VersionMismatch: Fast asked of a 1.0 server
             _report_error(self, scene, str(exc))
             return None
         return session

@@ -58,6 +58,14 @@ BACKEND_ITEMS = [
     ("none", "None (pass-through)", "Returns the input motion unchanged; checks the pipeline"),
 ]
 
+SOLVER_QUALITY_ITEMS = [
+    ("FAST", "Fast", "Block descent: moves one vertex at a time, never further than it can safely go, so a "
+     "frame takes seconds and nothing ever passes through anything. The default; good for most shots"),
+    ("ACCURATE", "Accurate", "Newton IPC: solves every step until it meets the Newton tolerance. Slower, with the "
+     "same no-intersection guarantee; pick it when a Fast bake looks too soft or sluggish, or for a final check"),
+]
+"""Scene.clearance.solver_quality; export sends the lower-case identifier (protocol SOLVER_QUALITIES)."""
+
 
 # Blender 4.5+ warns about "//" in path properties unless they declare blend-relative support.
 _BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
@@ -122,6 +130,9 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
     frame_end: IntProperty(name="End", default=48, description="Last frame baked")
     substeps: IntProperty(name="Substeps", default=1, min=1, soft_max=32,
                           description="Solver steps per frame (IPC; MPM chooses its own from the CFL condition)")
+    solver_quality: EnumProperty(name="Solver Quality", items=SOLVER_QUALITY_ITEMS, default="FAST",
+                                 description="How the IPC solver works each step. Both never let surfaces "
+                                             "intersect; Fast takes seconds per frame, Accurate converges fully")
     use_scene_gravity: BoolProperty(name="Use Scene Gravity", default=True,
                                     description="Use the scene's gravity (Scene > Gravity)")
     gravity: FloatVectorProperty(name="Gravity (m/s²)", size=3, default=(0.0, 0.0, -9.81),

@@ -120,6 +120,9 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         col.prop(s, "frame_start")
         col.prop(s, "frame_end")
         layout.prop(s, "substeps")
+        row = layout.row()
+        row.active = s.backend in ("AUTO", "ipc")   # MPM and pass-through ignore it
+        row.prop(s, "solver_quality", expand=True)
         layout.prop(s, "use_scene_gravity")
         if not s.use_scene_gravity:
             layout.prop(s, "gravity")

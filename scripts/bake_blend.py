@@ -2,12 +2,15 @@
 
     python scripts/bake_blend.py FILE.blend [--frames A B] [--out FILE_baked.blend]
                                  [--server ADDRESS] [--blender /path/to/blender]
+                                 [--solver-quality fast|accurate]
 
 With ``--blender`` the given Blender runs in background mode (``-b``) with this script as its
 ``--python`` (the add-on must be installed there); without it, the bpy module of this Python
 does the work and the add-on is enabled from this checkout. The bake is the add-on's own
 ``clearance.bake`` operator (blocking in background mode); the output keeps its .pc2 caches
 in the cache folder set in the file (default ``//clearance_cache/`` beside the output).
+``--solver-quality`` overrides the file's Solver Quality (saved into the output file, so it
+records what it was baked with).
 Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
 """
 from __future__ import annotations
@@ -28,6 +31,9 @@ def parse(argv: list) -> argparse.Namespace:
     p.add_argument("--out", help="output .blend (default: FILE_baked.blend)")
     p.add_argument("--server", help="tcp://host:port of a running server (default: start a local one)")
     p.add_argument("--blender", help="a Blender executable to run (default: the bpy module in this Python)")
+    p.add_argument("--solver-quality", choices=("fast", "accurate"),
+                   help="IPC solver: fast (block descent) or accurate (Newton IPC converged to the tolerance); "
+                        "default: the file's Solver Quality")
     return p.parse_args(argv)
 
 
@@ -64,6 +70,8 @@ def bake_here(args: argparse.Namespace) -> int:
         s.frame_start, s.frame_end = args.frames
     if args.server:
         s.server_address = args.server
+    if args.solver_quality:
+        s.solver_quality = args.solver_quality.upper()   # the add-on's enum: FAST / ACCURATE
     try:
         result = bpy.ops.clearance.bake()
     except RuntimeError as exc:
