@@ -17,6 +17,7 @@ from solver_server.ipc.system import build_system
 from .base import Backend, FrameResult, ProgressFn
 
 
+FAST_SWEEPS = 200    # sweep budget per step of the fast (block descent) solver
 KAPPA_FACTOR = 10.0  # barrier stiffness = KAPPA_FACTOR * kappa_min (geometric middle of [kmin, 100 kmin])
 
 
@@ -38,8 +39,13 @@ class IPCBackend(Backend):
             self._check_initial(ct)
             ct.kappa = self._initial_kappa(ct)
         self.contact = ct
-        self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
-                                   linear_solver)
+        self.quality = getattr(st, "solver_quality", "accurate")
+        if self.quality == "fast":
+            from solver_server.blockdescent.stepper import BlockDescentStepper
+            self.stepper = BlockDescentStepper(self.system, st.dt, st.gravity, st.newton_tol * st.dt, FAST_SWEEPS, ct)
+        else:
+            self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
+                                       linear_solver)
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:

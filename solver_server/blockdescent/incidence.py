@@ -1,0 +1,80 @@
+"""Vertex -> element incidence lists and the vertex colouring of block descent.
+
+A per-vertex step needs, for its vertex, every element that touches it and the vertex's slot in
+that element: one CSR per element group (start (n+1,), elem (k,), slot (k,)). Two vertices that
+share an element must not be updated at the same time (their local problems are coupled), so the
+vertices are coloured greedily on the graph "shares an element"; one colour is swept in parallel.
+Contact pairs couple vertices too, but they change every detection, so they are not coloured:
+within a colour a vertex reads the others' positions from before the colour's sweep (Jacobi in
+the colour), which keeps the result deterministic and is safe because of the displacement bounds.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+from numba import njit
+
+
+def incidence(elems: np.ndarray, n_verts: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR of elements (E, k) by vertex: (start (n+1,) int64, elem (E*k,) int32, slot (E*k,) int32);
+    the elements of vertex v are elem[start[v]:start[v+1]], v being their vertex number slot."""
+    elems = np.asarray(elems, np.int64)
+    if elems.ndim != 2:
+        elems = elems.reshape(len(elems), -1) if len(elems) else np.zeros((0, 1), np.int64)
+    E, k = elems.shape
+    v = elems.ravel()
+    order = np.argsort(v, kind="stable")
+    start = np.zeros(n_verts + 1, np.int64)
+    np.add.at(start, v + 1, 1)
+    start = np.cumsum(start)
+    elem = (np.arange(E * k) // max(k, 1))[order].astype(np.int32)
+    slot = (np.arange(E * k) % max(k, 1))[order].astype(np.int32)
+    return start, np.ascontiguousarray(elem), np.ascontiguousarray(slot)
+
+
+@njit(cache=True, fastmath=False)
+def _greedy(start, nbr, n):
+    color = -np.ones(n, np.int32)
+    used = -np.ones(n + 1, np.int64)  # used[c] == v: colour c taken by a neighbour of v
+    for v in range(n):
+        for j in range(start[v], start[v + 1]):
+            c = color[nbr[j]]
+            if c >= 0:
+                used[c] = v
+        c = 0
+        while used[c] == v:
+            c += 1
+        color[v] = c
+    return color
+
+
+def vertex_colors(groups: List[np.ndarray], n_verts: int) -> np.ndarray:
+    """Greedy colouring (n,) int32 such that no two vertices of one element share a colour."""
+    rows, cols = [], []
+    for el in groups:
+        el = np.asarray(el, np.int64)
+        if not len(el):
+            continue
+        k = el.shape[1]
+        for a in range(k):
+            for b in range(k):
+                if a != b:
+                    rows.append(el[:, a])
+                    cols.append(el[:, b])
+    if not rows:
+        return np.zeros(n_verts, np.int32)
+    r = np.concatenate(rows)
+    c = np.concatenate(cols)
+    key = np.unique(r * n_verts + c)
+    r, c = key // n_verts, key % n_verts
+    start = np.zeros(n_verts + 1, np.int64)
+    np.add.at(start, r + 1, 1)
+    start = np.cumsum(start)
+    return _greedy(start, c.astype(np.int64), n_verts)
+
+
+def color_lists(color: np.ndarray) -> List[np.ndarray]:
+    """The vertices (int32) of each colour, in colour order (empty colours dropped)."""
+    out = [np.nonzero(color == c)[0].astype(np.int32) for c in range(int(color.max()) + 1 if len(color) else 0)]
+    return [o for o in out if len(o)]

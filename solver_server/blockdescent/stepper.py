@@ -1,0 +1,161 @@
+"""One implicit-Euler step by block descent (the "fast" solver quality).
+
+Same objective as the Newton stepper (ipc/integrator.py): inertia + elasticity + kappa x barrier
++ lagged friction, y = x^n + h v^n + h^2 g, friction frozen at x^n. The step alternates contact
+detection (bounds.py: balls and barrier pairs) with batches of colour sweeps (sweep.py) until the
+largest vertex move of a sweep is below ``tol`` (m) and every prescribed vertex (collider, pin) is
+at its target, or the sweep budget is spent. Prescribed vertices move inside their balls too, so
+a keyframed collider can never push through cloth; if it cannot reach its target within the
+budget the step reports converged=False (the next step continues from where it stopped).
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from solver_server.ipc.contact.threads import threads_for
+from solver_server.ipc.contact_bridge import EPS_V
+from solver_server.ipc.integrator import StepStats
+from solver_server.ipc.system import System
+from .bounds import GAMMA, detect
+from .incidence import color_lists, incidence, vertex_colors
+from .sweep import run_sweeps
+
+PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
+CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
+
+
+class BlockDescentStepper:
+    """Advances (x, v) of a System by implicit-Euler steps of length h with block descent."""
+
+    def __init__(self, sys: System, h: float, gravity, tol: float, max_sweeps: int, contact=None,
+                 rho: float = CHEBYSHEV_RHO, gamma: float = GAMMA):
+        self.s = sys
+        self.h = float(h)
+        self.gravity = np.asarray(gravity, np.float64)
+        self.tol = float(tol)
+        self.max_sweeps = int(max_sweeps)
+        self.contact = contact
+        self.rho = float(rho)
+        self.gamma = float(gamma)
+        self.x = sys.x0.copy()
+        self.v = sys.v0.copy()
+        n = sys.n
+        el = sys.elastic
+        self.n_elements = el.n_elements()
+        groups = [el.tets, el.tris, el.hinges, el.rod_edges, el.rod_bends]
+        cols = color_lists(vertex_colors(groups, n))
+        self.col_start = np.zeros(len(cols) + 1, np.int64)
+        self.col_start[1:] = np.cumsum([len(c) for c in cols])
+        self.col_verts = np.concatenate(cols).astype(np.int32) if cols else np.zeros(0, np.int32)
+        self.n_colors = len(cols)
+        f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
+        i32 = lambda a: np.ascontiguousarray(a, np.int32)  # noqa: E731
+        self.EL = (i32(el.tris), f64(el.tri_Dm_inv), f64(el.tri_area * el.tri_thick), f64(el.tri_mu), f64(el.tri_lam),
+                   *incidence(el.tris, n),
+                   i32(el.hinges), f64(el.hinge_kw), f64(el.hinge_d0), *incidence(el.hinges, n),
+                   i32(el.tets), f64(el.tet_Dm_inv), f64(el.tet_vol), f64(el.tet_mu), f64(el.tet_lam),
+                   i32(el.tet_model), *incidence(el.tets, n),
+                   i32(el.rod_edges), f64(el.rod_rest), f64(el.rod_k), *incidence(el.rod_edges, n),
+                   i32(el.rod_bends), f64(el.rod_kw), f64(el.rod_d0), *incidence(el.rod_bends, n))
+        self.presc = np.zeros(n, np.bool_)
+        self.presc[sys.bc_index] = True
+        self.on_surface = np.zeros(n, bool)
+        if contact is not None:
+            m = contact.mesh
+            self.on_surface[m.faces.ravel()] = True
+            self.on_surface[m.edges.ravel()] = True
+            e = sys.x0[m.edges[:, 1]] - sys.x0[m.edges[:, 0]]
+            self.edge_scale = float(np.median(np.linalg.norm(e, axis=1))) if len(e) else 1.0
+        self.detections = 0
+
+    # --- pieces -----------------------------------------------------------------------------------
+    def _empty_contact(self, dhat: float, kappa: float) -> tuple:
+        z4 = np.zeros((0, 4), np.int32)
+        s0 = np.zeros(self.s.n + 1, np.int64)
+        return (z4, np.zeros(0, np.uint8), np.zeros(0), np.zeros(0), s0, np.zeros(0, np.int32),
+                np.zeros(0, np.int32), dhat, kappa)
+
+    def _friction_tuple(self, x_n: np.ndarray, eps: float) -> tuple:
+        n = self.s.n
+        ct = self.contact
+        fs = None
+        if ct is not None:
+            ct.friction_setup(x_n, ct.candidates(x_n))
+            fs = ct.fs
+        if fs is None or len(fs) == 0:
+            return (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0),
+                    np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), x_n, eps)
+        ids = np.ascontiguousarray(fs.ids, np.int32)
+        return (ids, np.ascontiguousarray(fs.coef), np.ascontiguousarray(fs.T), np.ascontiguousarray(fs.mu_lambda),
+                *incidence(ids, n), x_n, eps)
+
+    def _query_radius(self, x: np.ndarray, target: np.ndarray) -> float:
+        """Broad-phase distance (m): large enough that isolated vertices can make their whole
+        predicted move in one detection, but not beyond the mesh's edge scale (beyond it the
+        neighbours on the same surface bound the balls anyway)."""
+        d = np.sqrt(((target - x) ** 2).sum(1)).max() if len(x) else 0.0
+        return float(min(max(d / self.gamma, 0.0), 2.0 * self.edge_scale))
+
+    # --- the step ---------------------------------------------------------------------------------
+    def step(self, frame_end: float) -> StepStats:
+        t0 = time.perf_counter()
+        s = self.s
+        st = StepStats()
+        h = self.h
+        x_n = self.x.copy()
+        dyn = s.dynamic & ~self.presc
+        y = x_n.copy()
+        y[dyn] += h * self.v[dyn] + h * h * self.gravity
+        target = y.copy()
+        if len(s.bc_index):
+            target[s.bc_index] = s.bc_target(frame_end)
+        x = x_n.copy()
+        ct = self.contact
+        dhat = ct.dhat if ct is not None else 0.0
+        kappa = ct.kappa if ct is not None else 0.0
+        FR = self._friction_tuple(x_n, EPS_V * h)
+        x1 = x.copy()
+        x2 = x.copy()
+        out = np.zeros(6)
+        k_cheb, omega = 0, 1.0
+        left = self.max_sweeps
+        inv_h2 = 1.0 / (h * h)
+        mass = np.ascontiguousarray(s.mass, np.float64)
+        big = 0.0
+        min_d = float("inf")
+        with threads_for(self.n_elements):
+            while left > 0:
+                if ct is not None:
+                    det = detect(x, ct.mesh, self._query_radius(x, target), dhat, self.on_surface, self.gamma)
+                    self.detections += 1
+                    min_d = min(min_d, det.min_distance)
+                    CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
+                    center, radius = det.center, det.radius
+                else:
+                    CT = self._empty_contact(0.0, 0.0)
+                    center, radius = x.copy(), np.full(s.n, np.inf)
+                run_sweeps(left, x, y, mass, inv_h2, self.presc, target, center, radius, self.EL, CT, FR,
+                           self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
+                           k_cheb, omega, out)
+                done = int(out[0])
+                big = float(out[1])
+                k_cheb, omega = int(out[4]), float(out[5])
+                st.newton_iterations += done
+                left -= done
+                if out[3] > 0:
+                    break
+                if ct is None and out[2] == 0:
+                    break
+        st.converged = bool(out[3] > 0)
+        self.v = (x - x_n) / h
+        self.x = x
+        if ct is not None:
+            cands = ct.candidates(x)
+            st.contacts = ct.count_active(x, cands)
+            st.min_distance = ct.min_distance(x, cands)
+        st.seconds = time.perf_counter() - t0
+        self.last_step_size = big
+        return st

@@ -1,0 +1,77 @@
+"""Per-vertex contact terms for block descent: the shared IPC barrier and lagged friction.
+
+Barrier (ipc/contact/barrier.py, same kappa, dhat and offsets as the Newton solver): for a pair with
+contact distance s = d - o, closest-point coefficients c (r = sum_i c_i x_i, d = |r|) and unit
+normal n = r / d, the envelope theorem gives dd/dx_a = c_a n, hence the exact gradient
+kappa m b'(s) c_a n (m the edge-edge mollifier value). The vertex's 3x3 block keeps the PSD part
+kappa m b''(s) c_a^2 n n^T; the curvature term kappa m b'(s) c_a^2 (I - n n^T) / d is negative
+semi-definite (b' < 0) and dropped, as is the mollifier's gradient (it only acts on nearly parallel
+edges, where the point-triangle pairs carry the contact).
+
+Friction (ipc/contact/friction.py, lagged): frozen normal force, tangent basis T and coefficients
+c; u = T^T sum_i c_i (x_i - x_prev_i); gradient mu lambda f1(|u|)/|u| c_a T u, block
+mu lambda f1(|u|)/|u| c_a^2 T T^T (PSD).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from solver_server.ipc.contact.barrier import barrier_first_derivative, barrier_second_derivative
+from solver_server.ipc.contact.barrier_pair import cross_norm2_value, pair_stencil_local
+from solver_server.ipc.contact.distance import stencil_closest
+from solver_server.ipc.contact.friction import f1_over_y
+from solver_server.ipc.contact.mollifier import mollifier
+
+
+@njit(cache=True, fastmath=False)
+def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, X):
+    """Add pair k's barrier gradient / PSD block for the vertex in ``slot``; X (12,) scratch.
+    Returns the pair's contact distance s (m)."""
+    for i in range(4):
+        v = ids[k, i]
+        for a in range(3):
+            X[3 * i + a] = x[v, a]
+    st = pair_stencil_local(X, is_ee[k])
+    d = math.sqrt(st[5])
+    s = d - off[k]
+    if s >= dhat or s <= 0.0 or d == 0.0:
+        return s
+    c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
+    m = 1.0
+    if is_ee[k]:
+        m = mollifier(cross_norm2_value(X), epsx[k])[0]
+    ca = c[slot]
+    if ca == 0.0:
+        return s
+    w1 = kappa * m * barrier_first_derivative(s, dhat) * ca / d
+    w2 = kappa * m * barrier_second_derivative(s, dhat) * ca * ca / (d * d)
+    for a in range(3):
+        g[a] += w1 * r[a]
+        for b in range(3):
+            H[a, b] += w2 * r[a] * r[b]
+    return s
+
+
+@njit(cache=True, fastmath=False)
+def friction_vertex(x, x_prev, ids, coef, T, ml, k, slot, eps, g, H):
+    """Add friction pair k's gradient and PSD block for the vertex in ``slot``; eps = eps_v h (m)."""
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for i in range(4):
+        v = ids[k, i]
+        c = coef[k, i]
+        d0 += c * (x[v, 0] - x_prev[v, 0])
+        d1 += c * (x[v, 1] - x_prev[v, 1])
+        d2 += c * (x[v, 2] - x_prev[v, 2])
+    u0 = T[k, 0, 0] * d0 + T[k, 1, 0] * d1 + T[k, 2, 0] * d2
+    u1 = T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2
+    f = ml[k] * f1_over_y(math.sqrt(u0 * u0 + u1 * u1), eps)
+    ca = coef[k, slot]
+    for a in range(3):
+        g[a] += f * ca * (T[k, a, 0] * u0 + T[k, a, 1] * u1)
+        for b in range(3):
+            H[a, b] += f * ca * ca * (T[k, a, 0] * T[k, b, 0] + T[k, a, 1] * T[k, b, 1])

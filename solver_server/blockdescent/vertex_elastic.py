@@ -1,0 +1,169 @@
+"""Per-vertex gradient (3,) and PSD 3x3 Hessian block of every elastic term, for block descent.
+
+Each function adds one element's contribution, with respect to the coordinates of the element's
+vertex in ``slot``, to g (3,) [N] and H (3, 3) [N/m]. The energies are exactly the Newton solver's
+(solver_server/ipc/: membrane.py, bending.py, elastic_tet.py, rod_stretch.py), so both solvers
+minimise the same incremental potential; only the per-vertex Hessian is made PSD more cheaply:
+
+* membrane (StVK): the vertex block of d2E/dx2 is A t [q I + (mu + lam) u u^T + mu |n|^2 F F^T]
+  with n = dF/dx_a (the slot's row of D_m^-1 shape derivatives), u = F n, q = n^T S n; only q can
+  be negative (compression), and it is clamped at 0;
+* hinges and rods: the Gauss-Newton block k w J_a^T J_a of the shared energy;
+* tets: the 9x9 dP/dF of the shared model, projected in the SVD frame (elastic_tet.dPdF_projected).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from solver_server.ipc.bending import _hinge_dJ, _residual_dir, rod_d
+from solver_server.ipc.elastic_tet import _deformation_gradient, _dN as _tet_dN, dPdF_projected
+from solver_server.ipc.fem_common import polar_svd
+from solver_server.ipc.isotropic_models import psi_sigma
+
+
+@njit(cache=True, fastmath=False)
+def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
+    """StVK membrane of one triangle (book "Thin shells"): w = area * thickness (m^3), mu, lam Pa.
+    ``clamp`` False keeps the exact (possibly indefinite) block, for derivative checks."""
+    i0, i1, i2 = tri[0], tri[1], tri[2]
+    F = np.empty((3, 2))
+    for c in range(3):
+        e1 = x[i1, c] - x[i0, c]
+        e2 = x[i2, c] - x[i0, c]
+        F[c, 0] = e1 * Dm[0, 0] + e2 * Dm[1, 0]
+        F[c, 1] = e1 * Dm[0, 1] + e2 * Dm[1, 1]
+    C00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
+    C01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
+    C11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
+    E00 = 0.5 * (C00 - 1.0)
+    E01 = 0.5 * C01
+    E11 = 0.5 * (C11 - 1.0)
+    tr = E00 + E11
+    S00 = 2.0 * mu * E00 + lam * tr
+    S01 = 2.0 * mu * E01
+    S11 = 2.0 * mu * E11 + lam * tr
+    if a == 0:
+        n0 = -(Dm[0, 0] + Dm[1, 0])
+        n1 = -(Dm[0, 1] + Dm[1, 1])
+    elif a == 1:
+        n0 = Dm[0, 0]
+        n1 = Dm[0, 1]
+    else:
+        n0 = Dm[1, 0]
+        n1 = Dm[1, 1]
+    # S n and q = n^T S n
+    sn0 = S00 * n0 + S01 * n1
+    sn1 = S01 * n0 + S11 * n1
+    q = n0 * sn0 + n1 * sn1
+    if clamp and q < 0.0:
+        q = 0.0
+    nn = n0 * n0 + n1 * n1
+    u = np.empty(3)
+    for c in range(3):
+        g[c] += w * (F[c, 0] * sn0 + F[c, 1] * sn1)  # (F S n)_c
+        u[c] = F[c, 0] * n0 + F[c, 1] * n1
+    ml = mu + lam
+    for c in range(3):
+        for d in range(3):
+            ffc = F[c, 0] * F[d, 0] + F[c, 1] * F[d, 1]
+            v = ml * u[c] * u[d] + mu * nn * ffc
+            if c == d:
+                v += q
+            H[c, d] += w * v
+
+
+@njit(cache=True, fastmath=False)
+def bending_vertex(kind, x, st, kw, d0, a, g, H, J, s5, dv, r):
+    """Hinge (kind 0, stencil of 4) or rod (kind 1, stencil of 3) bending, shared energy
+    (kw/2)(|d| - d0)^2 (bending.py). J (3, 12) and s5 (5, 3), dv, r (3,) are scratch."""
+    if kind == 0:
+        dv[0], dv[1], dv[2] = _hinge_dJ(x, st, J, s5[0], s5[1], s5[2], s5[3], s5[4])
+    else:
+        d, Jr = rod_d(x, st)
+        dv[:] = d
+        J[:, :9] = Jr
+    nd = math.sqrt(dv[0] * dv[0] + dv[1] * dv[1] + dv[2] * dv[2])
+    if not _residual_dir(kw, d0, dv, nd, r):
+        return
+    o = 3 * a
+    for c in range(3):
+        g[c] += J[0, o + c] * r[0] + J[1, o + c] * r[1] + J[2, o + c] * r[2]
+    if d0 > 1e-9:
+        # kw J^T d^ d^T J
+        jd = np.empty(3)
+        for c in range(3):
+            jd[c] = (J[0, o + c] * dv[0] + J[1, o + c] * dv[1] + J[2, o + c] * dv[2]) / nd
+        for c in range(3):
+            for e in range(3):
+                H[c, e] += kw * jd[c] * jd[e]
+    else:
+        for c in range(3):
+            for e in range(3):
+                H[c, e] += kw * (J[0, o + c] * J[0, o + e] + J[1, o + c] * J[1, o + e] + J[2, o + c] * J[2, o + e])
+
+
+@njit(cache=True, fastmath=False)
+def rod_stretch_vertex(x, edge, rest, k, a, g, H):
+    """Rod stretch (k l / 8)(|e|^2/l^2 - 1)^2 (rod_stretch.py) with its projected block."""
+    e0 = x[edge[1], 0] - x[edge[0], 0]
+    e1 = x[edge[1], 1] - x[edge[0], 1]
+    e2 = x[edge[1], 2] - x[edge[0], 2]
+    l2 = rest * rest
+    q = (e0 * e0 + e1 * e1 + e2 * e2) / l2
+    c = k / (2.0 * rest)
+    sgn = -1.0 if a == 0 else 1.0
+    g[0] += sgn * c * (q - 1.0) * e0
+    g[1] += sgn * c * (q - 1.0) * e1
+    g[2] += sgn * c * (q - 1.0) * e2
+    lam_par = max(c * (3.0 * q - 1.0), 0.0)
+    lam_perp = max(c * (q - 1.0), 0.0)
+    ev = (e0, e1, e2)
+    inv = 1.0 / (q * l2) if q > 0 else 0.0
+    for i in range(3):
+        for j in range(3):
+            ee = ev[i] * ev[j] * inv
+            H[i, j] += lam_perp * ((1.0 if i == j else 0.0) - ee) + lam_par * ee
+
+
+@njit(cache=True, fastmath=False)
+def tet_vertex(x, tet, Dm_inv, vol, mu, lam, model, a, g, H, project):
+    """Tetrahedron of the shared isotropic models (isotropic_models.psi_sigma), vol m^3, Pa."""
+    F = _deformation_gradient(x, tet, Dm_inv)
+    U, s, V = polar_svd(F)
+    gs = np.empty(3)
+    hs = np.empty((3, 3))
+    ab = np.empty((3, 2))
+    psi_sigma(model, mu, lam, s, gs, hs, ab)
+    P = (U * gs) @ V.T
+    dN = _tet_dN(Dm_inv)
+    for c in range(3):
+        acc = 0.0
+        for j in range(3):
+            acc += P[c, j] * dN[a, j]
+        g[c] += vol * acc
+    K = dPdF_projected(U, s, V, hs, ab, project)
+    for c in range(3):
+        for d in range(3):
+            acc = 0.0
+            for j in range(3):
+                for l in range(3):
+                    acc += K[3 * c + j, 3 * d + l] * dN[a, j] * dN[a, l]
+            H[c, d] += vol * acc
+
+
+@njit(cache=True, fastmath=False)
+def tet_volume_moving(x, tet, slot, p):
+    """Signed volume (m^3) of tet with its vertex in ``slot`` placed at p (3,)."""
+    q = np.empty((4, 3))
+    for i in range(4):
+        for c in range(3):
+            q[i, c] = x[tet[i], c]
+    for c in range(3):
+        q[slot, c] = p[c]
+    a0, a1, a2 = q[1, 0] - q[0, 0], q[1, 1] - q[0, 1], q[1, 2] - q[0, 2]
+    b0, b1, b2 = q[2, 0] - q[0, 0], q[2, 1] - q[0, 1], q[2, 2] - q[0, 2]
+    c0, c1, c2 = q[3, 0] - q[0, 0], q[3, 1] - q[0, 1], q[3, 2] - q[0, 2]
+    return (a0 * (b1 * c2 - b2 * c1) - a1 * (b0 * c2 - b2 * c0) + a2 * (b0 * c1 - b1 * c0)) / 6.0
