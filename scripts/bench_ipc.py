@@ -30,12 +30,12 @@ from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
 from solver_server.scene.primitives import box, grid_sheet, icosphere  # noqa: E402
 
 
-def drape_scene(n: int, frames: int) -> Scene:
+def drape_scene(n: int, frames: int, quality: str = "accurate") -> Scene:
     V, T, E = grid_sheet((1.0, 1.0), (n, n), center=(0, 0, 0.3))
     S, ST = icosphere(0.25, subdivisions=3)
     cloth = Body("cloth", "cloth", V, T, E, material=Material(density=200.0, thickness=1e-3, youngs_modulus=1e5,
                                                               bending_stiffness=1e-6, friction=0.3))
-    return Scene(Settings(frame_end=frames + 1, fps=24.0), (cloth, Body("sphere", "collider", S, ST,
+    return Scene(Settings(frame_end=frames + 1, fps=24.0, solver_quality=quality), (cloth, Body("sphere", "collider", S, ST,
                                                                         material=Material(friction=0.3))))
 
 
@@ -125,7 +125,7 @@ def run_stack(frames: int, div: int = 4, spacing: float = 0.2 / 4.5) -> dict:
                 k += 1
     G, GT, _ = grid_sheet((3.0, 3.0), (2, 2))
     bodies.append(Body("ground", "collider", G, GT, material=Material(friction=0.3)))
-    sc = Scene(Settings(frame_end=frames + 1), tuple(bodies))
+    sc = Scene(Settings(frame_end=frames + 1, solver_quality="accurate"), tuple(bodies))
     b = IPCBackend(sc, tet_spacing={b.name: spacing for b in bodies})
     b.advance()
     secs, its = [], []

@@ -122,7 +122,8 @@ def _bound_and_keep_tets(v, x, p, center, radius, EL):
 
 @njit(cache=True, fastmath=False, parallel=True)
 def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, CT, FR, newp, stat):
-    """New positions of one colour's vertices into newp (len, 3); stat[j] = (step length, cut)."""
+    """New positions of one colour's vertices into newp (len, 3); stat[j] = (residual length (m), cut):
+    the residual length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone."""
     nv = verts.shape[0]
     nch = max(1, min(nv, 32))
     for ch in prange(nch):
@@ -136,6 +137,7 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, C
         p = np.empty(3)
         for j in range(ch * nv // nch, (ch + 1) * nv // nch):
             v = verts[j]
+            res = 0.0
             if presc[v]:
                 for a in range(3):
                     p[a] = target[v, a]
@@ -143,12 +145,12 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, C
                 if not _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
                     for a in range(3):
                         p[a] = x[v, a]
+                # residual as a length: the move the force g would cause on the vertex's inertia alone
+                res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
             cut = _bound_and_keep_tets(v, x, p, center, radius, EL)
-            st = 0.0
             for a in range(3):
                 newp[j, a] = p[a]
-                st += (p[a] - x[v, a]) ** 2
-            stat[j, 0] = math.sqrt(st)
+            stat[j, 0] = res
             stat[j, 1] = cut
     for j in range(nv):
         v = verts[j]
@@ -199,7 +201,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL
     step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
     (out[3] = 1), or when a step was cut by a ball (out[2] = 1: the caller re-detects contact).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
-    out = (sweeps done, largest free step (m), cut, converged, Chebyshev count, omega after)."""
+    out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after)."""
     n = x.shape[0]
     tets = EL[14]
     vol_before = np.empty(tets.shape[0])

@@ -29,15 +29,15 @@ def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
     """StVK membrane of one triangle (book "Thin shells"): w = area * thickness (m^3), mu, lam Pa.
     ``clamp`` False keeps the exact (possibly indefinite) block, for derivative checks."""
     i0, i1, i2 = tri[0], tri[1], tri[2]
-    F = np.empty((3, 2))
-    for c in range(3):
-        e1 = x[i1, c] - x[i0, c]
-        e2 = x[i2, c] - x[i0, c]
-        F[c, 0] = e1 * Dm[0, 0] + e2 * Dm[1, 0]
-        F[c, 1] = e1 * Dm[0, 1] + e2 * Dm[1, 1]
-    C00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
-    C01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
-    C11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
+    # F = [x1 - x0, x2 - x0] Dm (3x2), kept in scalars (no allocation in the sweep's inner loop)
+    ax, ay, az = x[i1, 0] - x[i0, 0], x[i1, 1] - x[i0, 1], x[i1, 2] - x[i0, 2]
+    bx, by, bz = x[i2, 0] - x[i0, 0], x[i2, 1] - x[i0, 1], x[i2, 2] - x[i0, 2]
+    d00, d01, d10, d11 = Dm[0, 0], Dm[0, 1], Dm[1, 0], Dm[1, 1]
+    f0x, f0y, f0z = ax * d00 + bx * d10, ay * d00 + by * d10, az * d00 + bz * d10
+    f1x, f1y, f1z = ax * d01 + bx * d11, ay * d01 + by * d11, az * d01 + bz * d11
+    C00 = f0x * f0x + f0y * f0y + f0z * f0z
+    C01 = f0x * f1x + f0y * f1y + f0z * f1z
+    C11 = f1x * f1x + f1y * f1y + f1z * f1z
     E00 = 0.5 * (C00 - 1.0)
     E01 = 0.5 * C01
     E11 = 0.5 * (C11 - 1.0)
@@ -46,14 +46,14 @@ def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
     S01 = 2.0 * mu * E01
     S11 = 2.0 * mu * E11 + lam * tr
     if a == 0:
-        n0 = -(Dm[0, 0] + Dm[1, 0])
-        n1 = -(Dm[0, 1] + Dm[1, 1])
+        n0 = -(d00 + d10)
+        n1 = -(d01 + d11)
     elif a == 1:
-        n0 = Dm[0, 0]
-        n1 = Dm[0, 1]
+        n0 = d00
+        n1 = d01
     else:
-        n0 = Dm[1, 0]
-        n1 = Dm[1, 1]
+        n0 = d10
+        n1 = d11
     # S n and q = n^T S n
     sn0 = S00 * n0 + S01 * n1
     sn1 = S01 * n0 + S11 * n1
@@ -61,18 +61,27 @@ def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
     if clamp and q < 0.0:
         q = 0.0
     nn = n0 * n0 + n1 * n1
-    u = np.empty(3)
-    for c in range(3):
-        g[c] += w * (F[c, 0] * sn0 + F[c, 1] * sn1)  # (F S n)_c
-        u[c] = F[c, 0] * n0 + F[c, 1] * n1
+    # gradient w (F S n); u = F n
+    g[0] += w * (f0x * sn0 + f1x * sn1)
+    g[1] += w * (f0y * sn0 + f1y * sn1)
+    g[2] += w * (f0z * sn0 + f1z * sn1)
+    ux, uy, uz = f0x * n0 + f1x * n1, f0y * n0 + f1y * n1, f0z * n0 + f1z * n1
     ml = mu + lam
-    for c in range(3):
-        for d in range(3):
-            ffc = F[c, 0] * F[d, 0] + F[c, 1] * F[d, 1]
-            v = ml * u[c] * u[d] + mu * nn * ffc
-            if c == d:
-                v += q
-            H[c, d] += w * v
+    wq = w * q
+    wm = w * mu * nn
+    wl = w * ml
+    H[0, 0] += wl * ux * ux + wm * (f0x * f0x + f1x * f1x) + wq
+    H[1, 1] += wl * uy * uy + wm * (f0y * f0y + f1y * f1y) + wq
+    H[2, 2] += wl * uz * uz + wm * (f0z * f0z + f1z * f1z) + wq
+    hxy = wl * ux * uy + wm * (f0x * f0y + f1x * f1y)
+    hxz = wl * ux * uz + wm * (f0x * f0z + f1x * f1z)
+    hyz = wl * uy * uz + wm * (f0y * f0z + f1y * f1z)
+    H[0, 1] += hxy
+    H[1, 0] += hxy
+    H[0, 2] += hxz
+    H[2, 0] += hxz
+    H[1, 2] += hyz
+    H[2, 1] += hyz
 
 
 @njit(cache=True, fastmath=False)

@@ -22,7 +22,7 @@ def _cloth(n, z, size=1.0, name="cloth"):
 
 def _run_cloth_on_sphere(n, frames):
     S, ST = icosphere(0.25, subdivisions=2)
-    sc = Scene(Settings(frame_end=frames + 1), (_cloth(n, 0.3), Body("sphere", "collider", S, ST)))
+    sc = Scene(Settings(frame_end=frames + 1, solver_quality="accurate"), (_cloth(n, 0.3), Body("sphere", "collider", S, ST)))
     b = IPCBackend(sc)
     for _ in range(frames):
         r = b.advance()
@@ -51,7 +51,7 @@ def test_two_soft_bodies_collide_and_keep_momentum():
     a = Body("a", "solid", V1, T1, material=m, initial_velocity=(1.0, 0, 0))
     c = Body("b", "solid", V2, T2, material=Material(youngs_modulus=2e4, friction=0.0, density=2000.0),
              initial_velocity=(-0.5, 0, 0))
-    sc = Scene(Settings(frame_end=13, gravity=(0, 0, 0), newton_tol=1e-4), (a, c))
+    sc = Scene(Settings(frame_end=13, gravity=(0, 0, 0), newton_tol=1e-4, solver_quality="accurate"), (a, c))
     b = IPCBackend(sc)
     M = b.system.mass[:, None]
     p0 = (M * b.stepper.v).sum(0)
@@ -79,7 +79,7 @@ def test_cube_squashed_by_moving_collider_keeps_tets_positive_and_recovers():
     lid = np.repeat(P[None], F, 0)
     dz = np.concatenate([np.linspace(0, -0.08, 11), np.linspace(-0.08, 0.2, 11), np.full(F - 22, 0.2)])
     lid[:, :, 2] += dz[:, None]
-    sc = Scene(Settings(frame_end=F, gravity=(0, 0, 0)), (cubeb, Body("ground", "collider", G, GT),
+    sc = Scene(Settings(frame_end=F, gravity=(0, 0, 0), solver_quality="accurate"), (cubeb, Body("ground", "collider", G, GT),
                                                              Body("lid", "collider", P, PT, animation=lid.astype(np.float32))))
     b = IPCBackend(sc)
     hmin = 1.0
@@ -101,7 +101,7 @@ def test_fast_small_sphere_does_not_tunnel_through_cloth():
     cl = _cloth(8, 0.0, size=0.5)
     cl = Body(cl.name, cl.role, cl.vertices, cl.triangles, cl.edges, material=cl.material,
               pin_indices=np.array([0, 8, 72, 80], np.int32))
-    sc = Scene(Settings(frame_end=6, gravity=(0, 0, 0)), (ball, cl))
+    sc = Scene(Settings(frame_end=6, gravity=(0, 0, 0), solver_quality="accurate"), (ball, cl))
     b = IPCBackend(sc)
     for _ in range(5):
         b.advance()

@@ -21,4 +21,6 @@ def plane(name="ground", size=2.0, z=0.0, friction=0.0, tilt_deg=0.0):
 
 
 def scene(*bodies, **settings):
+    """A scene for the Newton IPC tests: solver_quality "accurate" unless the caller says otherwise."""
+    settings.setdefault("solver_quality", "accurate")
     return Scene(Settings(**settings), tuple(bodies))
