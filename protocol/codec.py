@@ -45,9 +45,15 @@ class Limits:
     max_header_bytes: int = 64 * 1024 ** 2
     max_ndim: int = 4
     max_arrays: int = 100_000
+    max_depth: int = 32
+    """Deepest nesting of lists/maps in the header (the deepest real message, a Submit, uses 5);
+    bounded so that a hostile message cannot exhaust the receiver's recursion limit."""
 
 
 DEFAULT_LIMITS = Limits()
+
+_MAX_EXTENT = 2 ** 62
+"""No array extent may exceed this, whatever the byte limits (numpy's own bound is 2**63 - 1)."""
 
 
 @dataclass(frozen=True)
@@ -73,16 +79,22 @@ class _Ref:
         self.index = index
 
 
-def _wire_dtype(a: np.ndarray) -> np.dtype:
+def _wire_dtype(a: np.ndarray) -> tuple:
+    """``(dtype to send, its wire name)``: little-endian, one of ALLOWED_DTYPES.
+
+    numpy spells single-byte dtypes without a byte order (``|u1``); the wire name is always the
+    explicit ``<u1`` of the allowed list, so uint8 (and bool, sent as uint8) arrays travel.
+    """
     dt = a.dtype
     if dt.hasobject or dt.kind not in "fiub":
         raise ProtocolError(f"array dtype {dt} cannot travel on the wire; use one of {ALLOWED_DTYPES}", "arrays")
     if dt.kind == "b":
         dt = np.dtype("u1")
     le = dt.newbyteorder("<")
-    if le.str not in ALLOWED_DTYPES:
+    name = "<" + le.str[1:]
+    if name not in ALLOWED_DTYPES:
         raise ProtocolError(f"array dtype {dt} cannot travel on the wire; use one of {ALLOWED_DTYPES}", "arrays")
-    return le
+    return le, name
 
 
 def encode(msg_type: str, body: dict, *, msg_id: Optional[str] = None, parent: Optional[str] = None,
@@ -96,9 +108,9 @@ def encode(msg_type: str, body: dict, *, msg_id: Optional[str] = None, parent: O
 
     def default(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
-            dt = _wire_dtype(obj)
+            dt, name = _wire_dtype(obj)
             a = np.ascontiguousarray(obj, dtype=dt)
-            descs.append({"dtype": dt.str, "shape": list(a.shape)})
+            descs.append({"dtype": name, "shape": list(a.shape)})
             arrays.append(a)
             return msgpack.ExtType(ARRAY_EXT, struct.pack("<I", len(arrays) - 1))
         if isinstance(obj, np.generic):
@@ -206,6 +218,10 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
                 and all(type(s) is int and s >= 0 for s in shape)):
             raise ProtocolError(f"must be a list of at most {limits.max_ndim} non-negative integers",
                                 f + ".shape", msg_id)
+        # Each extent on its own is bounded too: [0, 2**63] holds 0 bytes but no array has it.
+        max_extent = min(limits.max_array_bytes, _MAX_EXTENT)
+        if any(s > max_extent for s in shape):
+            raise ProtocolError(f"an extent exceeds the limit of {max_extent}", f + ".shape", msg_id)
         dt = np.dtype(d["dtype"])
         nbytes = dt.itemsize
         for s in shape:
@@ -223,16 +239,27 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
         arrays.append(np.frombuffer(buf, dtype=dt).reshape(shape) if nbytes else np.zeros(shape, dt))
     if len(refs) != len(arrays) or sorted(r.index for r in refs) != list(range(len(arrays))):
         raise ProtocolError("array references in the body do not match the array list", "arrays", msg_id)
-    body = _resolve(body, arrays)
+    body = _resolve(body, arrays, limits.max_depth, msg_id)
     env = Envelope(msg_id, header["type"], (v[0], v[1]), header["parent"], float(ts))
     return env, body
 
 
-def _resolve(obj: Any, arrays: list) -> Any:
+def _resolve(obj: Any, arrays: list, depth: int, msg_id: Optional[str], field: str = "body") -> Any:
+    """Replace array references by the arrays; refuse nesting deeper than ``depth`` levels
+    (so neither this nor any later walk of the body can run out of recursion)."""
     if isinstance(obj, _Ref):
         return arrays[obj.index]
+    if isinstance(obj, (dict, list)) and depth <= 0:
+        raise ProtocolError("nested too deeply (lists and maps inside each other)", field, msg_id)
     if isinstance(obj, dict):
-        return {k: _resolve(v, arrays) for k, v in obj.items()}
+        return {k: _resolve(v, arrays, depth - 1, msg_id, _child(field, k)) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_resolve(v, arrays) for v in obj]
+        return [_resolve(v, arrays, depth - 1, msg_id, f"{field}[{i}]"[:512]) for i, v in enumerate(obj)]
     return obj
+
+
+def _child(field: str, key: Any) -> str:
+    """Field path of a map entry (``scene.bodies``); keys are cut short, since they come from
+    the sender and the path is echoed back in the error."""
+    key = str(key)[:64]
+    return key if field == "body" else f"{field}.{key}"[:512]

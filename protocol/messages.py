@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Optional
@@ -26,7 +27,7 @@ PROGRESS_STATES = ("queued", "compiling", "building", "solving", "writing", "res
 DONE_STATES = ("done", "cancelled", "failed")
 JOB_STATES = ("queued", "running", "cancelling", "done", "cancelled", "failed")
 ERROR_CODES = ("protocol", "version", "auth", "handshake", "scene", "unknown_job", "resume_mismatch",
-               "backend", "crash", "busy", "internal")
+               "backend", "crash", "busy", "cache", "internal")
 
 
 @dataclass(frozen=True)
@@ -138,14 +139,52 @@ class Welcome(Message):
     backends: tuple[str, ...] = ()
 
 
+MAX_PATH_CHARS = 4096
+"""Longest ``cache_dir`` accepted (PATH_MAX of Linux)."""
+MAX_PATH_PARTS = 128
+"""Most folder levels in a ``cache_dir``: deep enough for any real project, shallow enough that
+no path walk on the server (os.makedirs recurses per level) can run out of recursion."""
+_SEPARATORS = re.compile(r"[\\/]+")
+_DRIVE = re.compile(r"^[A-Za-z]:$")
+
+
+def check_cache_dir(path: str, field: str = "cache_dir") -> None:
+    """Refuse a cache folder no server should touch, whatever its OS: empty, with a NUL
+    character (no file system accepts one; Python raises ValueError), longer than
+    MAX_PATH_CHARS or deeper than MAX_PATH_PARTS, or a file-system root (``/``, ``/..``,
+    ``C:\\``), which a bake would fill with its files. Raises ProtocolError naming ``field``.
+    Whether the path is absolute is the server's question (it depends on its OS)."""
+    if not path:
+        raise ProtocolError("must not be empty", field)
+    if "\0" in path:
+        raise ProtocolError("must not contain a NUL character", field)
+    if len(path) > MAX_PATH_CHARS:
+        raise ProtocolError(f"is {len(path)} characters long, more than {MAX_PATH_CHARS}", field)
+    parts = [p for p in _SEPARATORS.split(path) if p not in ("", ".")]
+    if len(parts) > MAX_PATH_PARTS:
+        raise ProtocolError(f"has {len(parts)} folder levels, more than {MAX_PATH_PARTS}", field)
+    kept: list = []
+    for p in parts:
+        if p != "..":
+            kept.append(p)
+        elif kept and not _DRIVE.match(kept[-1]):
+            kept.pop()
+    if not kept or (len(kept) == 1 and _DRIVE.match(kept[0])):
+        raise ProtocolError(f"{path!r} is the root of a file system; give the bake a folder of its own", field)
+
+
 @dataclass(frozen=True)
 class Submit(Message):
-    """Client -> server: bake ``scene``, caching into ``cache_dir`` (a folder on the server)."""
+    """Client -> server: bake ``scene``, caching into ``cache_dir`` (a folder on the server).
+    ``cache_dir`` is checked here, at the protocol boundary (:func:`check_cache_dir`)."""
 
     TYPE: ClassVar[str] = "submit"
     scene: Scene
     cache_dir: str
     resume: bool = False
+
+    def validate(self) -> None:
+        check_cache_dir(self.cache_dir)
 
 
 @dataclass(frozen=True)
