@@ -7,22 +7,96 @@ Layout (docs/protocol.md, "Cache folder")::
     cache_dir/frames/frame_%05d.npz   "names" (unicode array) + "p0", "p1", ... (n, 3) float32 per body
     cache_dir/state/state_%05d.npz    Backend.get_state() at that frame
 
-Every file is written atomically (temporary file in the same folder, then os.replace), so a
-job killed mid-write leaves either the old file or the new one, never half of one; leftover
-temporaries are ignored and removed by :meth:`JobCache.clear` / resume.
+This module is the one owner of those files: every name the bake writes is listed here
+(:func:`is_own_file`), and nothing else is ever removed or overwritten. A folder that holds
+other files and no ``scene.json`` of ours is not a cache folder and is refused
+(:meth:`JobCache.check_owner`), so a bake never replaces a user's ``scene.json`` or
+``stats.json`` and never deletes their ``notes.tmpl``.
+
+Every file is written atomically (``<name>.tmp<pid>`` in the same folder, then os.replace),
+so a job killed mid-write leaves either the old file or the new one, never half of one;
+leftover temporaries of that exact form are removed before the next bake or resume.
+Reading never hangs and never crashes: only regular files are opened (a FIFO or a device
+named ``scene.json`` is refused without blocking), and a damaged file raises
+:class:`CacheError` naming it. Disk full, read-only and permission faults raise
+:class:`CacheError` naming the file too, after removing the partial temporary.
+
+One job at a time per folder: :meth:`JobCache.lock` takes an exclusive ``flock`` on the
+folder itself (no lock file is created), held for the whole bake, so a second server, a
+``clearance-server bake`` or a second job reaching the same folder through a symlink is
+refused with :class:`CacheBusy` instead of interleaving its frames with the first job's.
 """
 from __future__ import annotations
 
-import glob
+import contextlib
+import errno
 import hashlib
+import io
 import json
 import os
-from typing import Optional
+import re
+import stat
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
 from protocol.scene import Scene, SceneError
 from protocol.scenefile import scene_bytes
+
+try:
+    import fcntl
+except ImportError:  # Windows: no cross-process folder lock (the server's own check remains)
+    fcntl = None
+
+SCENE_JSON = "scene.json"
+STATS_JSON = "stats.json"
+FRAMES_DIR = "frames"
+STATE_DIR = "state"
+
+_TMP = r"(\.tmp\d+)?"
+_OWN = {
+    "": re.compile(rf"^(scene|stats)\.json{_TMP}$"),
+    FRAMES_DIR: re.compile(rf"^frame_-?\d+\.npz{_TMP}$"),
+    STATE_DIR: re.compile(rf"^state_-?\d+\.npz{_TMP}$"),
+}
+"""Names the bake writes, per sub-folder ("" is the cache folder itself), with their temporaries."""
+_OWN_TMP = re.compile(r"\.tmp\d+$")
+_TMP_OF_SCENE_JSON = re.compile(r"^scene\.json\.tmp\d+$")
+
+SCENE_KEYS = frozenset(("scene_hash", "name", "frame_start", "frame_end", "bodies"))
+"""Keys every scene.json written by Clearance has (how a cache folder is recognised)."""
+
+MAX_JSON_BYTES = 256 * 1024 ** 2
+"""Largest scene.json / stats.json read (a stats row is ~150 bytes per frame)."""
+
+_ERRNO_HINTS = {
+    errno.ENOSPC: "the disk is full; free some space or choose a cache folder on another disk",
+    errno.EDQUOT: "the disk quota is exhausted; free some space or choose another cache folder",
+    errno.EROFS: "the file system is read-only; choose a writable cache folder",
+    errno.EACCES: "permission denied; choose a folder the server's user can write",
+    errno.EPERM: "permission denied; choose a folder the server's user can write",
+    errno.EFBIG: "the file is larger than the file system or the process limit allows",
+    errno.ENAMETOOLONG: "the path is too long",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+}
+
+
+class CacheError(Exception):
+    """The cache folder cannot be used: a damaged or foreign file, a failed write (disk full,
+    read-only, permissions). ``path`` is the file or folder concerned; the message names it
+    and says what to do. Reported to clients with error code ``code``."""
+
+    code = "cache"
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
+
+
+class CacheBusy(CacheError):
+    """Another job (in this or another process) is baking into the same folder."""
+
+    code = "busy"
 
 
 def scene_hash(scene: Scene) -> str:
@@ -30,20 +104,117 @@ def scene_hash(scene: Scene) -> str:
     return hashlib.sha256(scene_bytes(scene)).hexdigest()
 
 
-def _atomic_write(path: str, write) -> None:
+def is_own_file(subdir: str, name: str) -> bool:
+    """True when ``name`` inside ``subdir`` ("" for the cache folder, "frames", "state") is a
+    file the bake writes (including its atomic-write temporaries)."""
+    pat = _OWN.get(subdir)
+    return bool(pat and pat.match(name))
+
+
+def os_error_text(e: OSError, path: str, action: str = "write") -> str:
+    """``cannot write <path>: <reason> (<hint>)`` for an OSError, naming the file."""
+    reason = e.strerror or str(e)
+    hint = _ERRNO_HINTS.get(e.errno or 0)
+    return f"cannot {action} {path}: {reason}" + (f" ({hint})" if hint else "")
+
+
+def _atomic_write(path: str, write: Callable) -> None:
+    """Write through ``write(file)`` to a temporary and rename it into place; on any failure
+    remove the temporary and raise CacheError naming ``path``."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(e, OSError):
+            raise CacheError(os_error_text(e, path), path) from e
+        raise
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    Opened non-blocking and checked with fstat before reading, so a FIFO, socket or device
+    under a cache file's name is refused at once instead of blocking the reader forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise CacheError(os_error_text(e, path, "read"), path) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheError(f"{path} is not a regular file (a FIFO, device or socket?); remove it or choose "
+                             "another cache folder", path)
+        if st.st_size > limit:
+            raise CacheError(f"{path} is {st.st_size} bytes, more than a cache file of this kind can be "
+                             f"({limit}); it is damaged or not Clearance's: remove it or choose another cache folder",
+                             path)
+        chunks, left = [], limit + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise CacheError(f"{path} grew beyond {limit} bytes while being read", path)
+        return data
+    except OSError as e:
+        raise CacheError(os_error_text(e, path, "read"), path) from e
+    finally:
+        os.close(fd)
+
+
+def _read_json_object(path: str) -> dict:
+    """A JSON object from ``path``; CacheError naming the file when it is anything else."""
+    data = _read_regular(path, MAX_JSON_BYTES)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CacheError(f"{path} is damaged (not UTF-8 text); remove it or choose another cache folder",
+                         path) from None
+    except (ValueError, RecursionError) as e:
+        raise CacheError(f"{path} is damaged (not valid JSON: {str(e)[:120]}); remove it or choose another "
+                         "cache folder", path) from None
+    if not isinstance(obj, dict):
+        raise CacheError(f"{path} is damaged (a JSON {type(obj).__name__}, not an object); remove it or choose "
+                         "another cache folder", path)
+    return obj
+
+
+def _load_npz(path: str, limit: int = 1 << 40) -> dict:
+    """Every array of an .npz file we wrote; CacheError naming the file when it is damaged."""
+    data = _read_regular(path, limit)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as e:  # BadZipFile, ValueError (pickled or bad header), EOFError, KeyError, zlib.error ...
+        raise CacheError(f"{path} is damaged ({type(e).__name__}: {str(e)[:120]}); remove it (and the frames "
+                         "after it) to resume from an earlier frame, or bake from the start", path) from None
+
+
+def _npz_bytes(**arrays: np.ndarray) -> memoryview:
+    """An .npz archive built in memory, so that the file itself is written by plain writes (a
+    failing write then leaves no half-closed zip object behind to complain at exit)."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getbuffer()
 
 
 class JobCache:
-    """Reads and writes one job's cache folder."""
+    """Reads and writes one job's cache folder (see the module docstring for the rules)."""
 
     def __init__(self, root: str):
         self.root = os.path.abspath(os.fspath(root))
-        self.frames_dir = os.path.join(self.root, "frames")
-        self.state_dir = os.path.join(self.root, "state")
+        self.frames_dir = os.path.join(self.root, FRAMES_DIR)
+        self.state_dir = os.path.join(self.root, STATE_DIR)
+        self.scene_json = os.path.join(self.root, SCENE_JSON)
+        self.stats_json = os.path.join(self.root, STATS_JSON)
 
     def frame_path(self, frame: int) -> str:
         return os.path.join(self.frames_dir, f"frame_{frame:05d}.npz")
@@ -51,75 +222,207 @@ class JobCache:
     def state_path(self, frame: int) -> str:
         return os.path.join(self.state_dir, f"state_{frame:05d}.npz")
 
+    # -- the folder -------------------------------------------------------------------------
+    def create(self) -> None:
+        """Create the cache folder (and its parents); CacheError naming it when that fails."""
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as e:
+            raise CacheError(os_error_text(e, self.root, "create the cache folder"), self.root) from e
+        if not os.path.isdir(self.root):
+            raise CacheError(f"cannot use {self.root} as the cache folder: it is not a folder", self.root)
+
     def ensure(self) -> None:
-        os.makedirs(self.frames_dir, exist_ok=True)
-        os.makedirs(self.state_dir, exist_ok=True)
+        for d in (self.frames_dir, self.state_dir):
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as e:
+                raise CacheError(os_error_text(e, d, "create"), d) from e
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold an exclusive lock on the folder for the ``with`` block; CacheBusy at once when
+        another process (or another open of it) holds it. Released when the block ends or
+        the process dies."""
+        if fcntl is None:
+            yield
+            return
+        try:
+            fd = os.open(self.root, os.O_RDONLY)
+        except OSError as e:
+            raise CacheError(os_error_text(e, self.root, "open the cache folder"), self.root) from e
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise CacheBusy(f"another job is baking into {self.root} (in this server, another server or a "
+                                    "`clearance-server bake`); wait for it, cancel it, or use another folder",
+                                    self.root) from None
+                raise CacheError(os_error_text(e, self.root, "lock the cache folder"), self.root) from e
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+    def check_unlocked(self) -> None:
+        """CacheBusy when another process holds :meth:`lock` right now (a cheap probe)."""
+        with self.lock():
+            pass
+
+    def _entries(self, sub: str) -> Iterator[os.DirEntry]:
+        d = os.path.join(self.root, sub) if sub else self.root
+        try:
+            with os.scandir(d) as it:
+                yield from it
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise CacheError(os_error_text(e, d, "list"), d) from e
+
+    def _foreign_entry(self) -> Optional[str]:
+        """For a folder without scene.json: the path of one entry that is not a trace of a bake
+        (frames/ and state/ holding only our names, a scene.json temporary), or None. The bake
+        writes scene.json before anything else and clear() removes it last, so any other file
+        of ours implies a scene.json."""
+        for e in self._entries(""):
+            if e.name in (FRAMES_DIR, STATE_DIR) and e.is_dir(follow_symlinks=False):
+                for e2 in self._entries(e.name):
+                    if not (is_own_file(e.name, e2.name) and e2.is_file(follow_symlinks=False)):
+                        return e2.path
+            elif not (_TMP_OF_SCENE_JSON.match(e.name) and e.is_file(follow_symlinks=False)):
+                return e.path   # without our scene.json even a stats.json is someone else's
+        return None
+
+    def _scene_info(self) -> Optional[dict]:
+        """The folder's scene.json when it is Clearance's, None when there is none; CacheError
+        naming it when it is damaged (not a regular file, not UTF-8 JSON, not an object) or was
+        written by something else."""
+        if not os.path.lexists(self.scene_json):
+            return None
+        info = _read_json_object(self.scene_json)
+        missing = SCENE_KEYS - set(info)
+        if missing or not (isinstance(info.get("scene_hash"), str) and len(info["scene_hash"]) == 64):
+            raise CacheError(f"{self.scene_json} was not written by Clearance (it lacks "
+                             f"{sorted(missing) or ['a sha256 scene_hash']}), so {self.root} is not a Clearance "
+                             "cache folder: choose an empty or new folder", self.scene_json)
+        return info
+
+    def check_owner(self) -> bool:
+        """Make sure the folder is ours to write; returns True when it holds a Clearance
+        scene.json (a previous bake), False when it is empty or holds only our file names.
+
+        Raises CacheError, naming the file, when ``scene.json`` is there but damaged or not
+        Clearance's, or when the folder has no scene.json and holds anything else (a user's
+        folder): the bake would otherwise overwrite or delete files that are not its own.
+        """
+        if self._scene_info() is not None:
+            return True
+        other = self._foreign_entry()
+        if other is not None:
+            raise CacheError(f"{self.root} is not empty and is not a Clearance cache folder (it holds "
+                             f"{os.path.relpath(other, self.root)!r} and no scene.json of a previous bake); choose "
+                             "an empty or new folder so that no file of yours is overwritten or removed", self.root)
+        return False
+
+    def remove_temporaries(self) -> None:
+        """Remove the ``*.tmp<pid>`` files an interrupted bake left (only names the bake writes)."""
+        for sub in ("", FRAMES_DIR, STATE_DIR):
+            for e in list(self._entries(sub)):
+                if _OWN_TMP.search(e.name) and is_own_file(sub, e.name):
+                    with contextlib.suppress(FileNotFoundError):
+                        self._remove(e.path)
 
     def clear(self) -> None:
-        """Remove this layout's files (and nothing else) before a fresh bake."""
-        for pattern in ("frames/frame_*.npz*", "state/state_*.npz*", "stats.json", "scene.json", "*.tmp*"):
-            for p in glob.glob(os.path.join(self.root, pattern)):
-                os.remove(p)
+        """Remove this layout's files (and nothing else) before a fresh bake. scene.json goes
+        last: while any other file of ours is left, the folder still shows it is a cache."""
+        for sub in (FRAMES_DIR, STATE_DIR, ""):
+            for e in list(self._entries(sub)):
+                if is_own_file(sub, e.name) and e.name != SCENE_JSON and e.is_file(follow_symlinks=False):
+                    self._remove(e.path)
+        if os.path.isfile(self.scene_json):
+            self._remove(self.scene_json)
+
+    @staticmethod
+    def _remove(path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise CacheError(os_error_text(e, path, "remove"), path) from e
 
     # -- scene identity ---------------------------------------------------------------------
     def write_scene_json(self, scene: Scene, digest: str) -> None:
         info = {"scene_hash": digest, "name": scene.name, "frame_start": scene.settings.frame_start,
                 "frame_end": scene.settings.frame_end, "backend": scene.settings.backend,
                 "bodies": [b.name for b in scene.simulated()]}
-        _atomic_write(os.path.join(self.root, "scene.json"), lambda f: f.write(json.dumps(info, indent=1).encode()))
+        _atomic_write(self.scene_json, lambda f: f.write(json.dumps(info, indent=1).encode()))
 
-    def check_resume(self, digest: str) -> None:
-        """Raise SceneError(field="scene") when the folder holds a bake of a different scene."""
-        p = os.path.join(self.root, "scene.json")
-        if not os.path.exists(p):
-            return
-        with open(p) as f:
-            old = json.load(f).get("scene_hash")
-        if old != digest:
+    def check_resume(self, digest: str) -> bool:
+        """True when the folder holds a bake of this scene (resume from it), False when there is
+        no previous bake (no scene.json; the folder must then hold only our files). Raises
+        SceneError(field="scene") when it holds a bake of a different scene, CacheError (naming
+        the file) when scene.json is damaged or foreign."""
+        info = self._scene_info()
+        if info is None:
+            self.check_owner()
+            return False
+        if info["scene_hash"] != digest:
             raise SceneError(f"cannot resume: the cache folder {self.root} holds a bake of a different scene "
                              "(settings, meshes or materials changed); bake from the start instead", "", "scene")
+        return True
 
     # -- frames and states ------------------------------------------------------------------
     def write_frame(self, frame: int, positions: dict) -> None:
         names = list(positions)
         arrays = {f"p{i}": np.ascontiguousarray(positions[n], dtype=np.float32) for i, n in enumerate(names)}
-        _atomic_write(self.frame_path(frame), lambda f: np.savez(f, names=np.array(names, dtype=str), **arrays))
+        data = _npz_bytes(names=np.array(names, dtype=str), **arrays)
+        _atomic_write(self.frame_path(frame), lambda f: f.write(data))
 
     def read_frame(self, frame: int) -> dict:
-        """body name -> (n, 3) float32 positions."""
-        with np.load(self.frame_path(frame), allow_pickle=False) as z:
+        """body name -> (n, 3) float32 positions; CacheError naming the file when it is damaged."""
+        path = self.frame_path(frame)
+        z = _load_npz(path)
+        try:
             names = [str(n) for n in z["names"]]
             return {n: z[f"p{i}"] for i, n in enumerate(names)}
+        except (KeyError, TypeError, ValueError) as e:
+            raise CacheError(f"{path} is damaged ({type(e).__name__}: {str(e)[:120]}); remove it to resume from "
+                             "an earlier frame, or bake from the start", path) from None
 
     def write_state(self, frame: int, state: dict) -> None:
         arrays = {str(k): np.asarray(v) for k, v in state.items()}
-        _atomic_write(self.state_path(frame), lambda f: np.savez(f, **arrays))
+        data = _npz_bytes(**arrays)
+        _atomic_write(self.state_path(frame), lambda f: f.write(data))
 
     def read_state(self, frame: int) -> dict:
-        with np.load(self.state_path(frame), allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        """The saved Backend.get_state() of ``frame``; CacheError naming the file when damaged."""
+        return _load_npz(self.state_path(frame))
 
     def last_complete_frame(self, frame_start: int, frame_end: int) -> Optional[int]:
         """The last frame k such that every frame frame_start..k is on disk and k has a state."""
         last = None
         for f in range(frame_start, frame_end + 1):
-            if not os.path.exists(self.frame_path(f)):
+            if not os.path.isfile(self.frame_path(f)):
                 break
-            if os.path.exists(self.state_path(f)):
+            if os.path.isfile(self.state_path(f)):
                 last = f
         return last
 
     def frames_on_disk(self, frame_start: int, frame_end: int) -> list:
-        return [f for f in range(frame_start, frame_end + 1) if os.path.exists(self.frame_path(f))]
+        return [f for f in range(frame_start, frame_end + 1) if os.path.isfile(self.frame_path(f))]
 
     # -- statistics -------------------------------------------------------------------------
     def read_stats(self) -> list:
-        p = os.path.join(self.root, "stats.json")
-        if not os.path.exists(p):
+        """The per-frame stats rows; CacheError naming stats.json when it is damaged."""
+        if not os.path.lexists(self.stats_json):
             return []
-        with open(p) as f:
-            return json.load(f).get("frames", [])
+        rows = _read_json_object(self.stats_json).get("frames", [])
+        if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+            raise CacheError(f"{self.stats_json} is damaged (\"frames\" is not a list of objects); remove it or "
+                             "bake from the start", self.stats_json)
+        return rows
 
     def write_stats(self, rows: list) -> None:
         data = json.dumps({"frames": rows}, indent=1).encode()
-        _atomic_write(os.path.join(self.root, "stats.json"), lambda f: f.write(data))
+        _atomic_write(self.stats_json, lambda f: f.write(data))

@@ -24,7 +24,7 @@ import numpy as np
 from protocol.messages import PROGRESS_STATES
 from protocol.scene import Scene, SceneError
 from .. import kernel_cache
-from .cache import JobCache, scene_hash
+from .cache import CacheError, JobCache, scene_hash
 
 Emit = Callable[[tuple], None]
 
@@ -43,89 +43,123 @@ def _clean_stats(stats: dict) -> dict:
     return out
 
 
+class _Counters:
+    """What the job loop has done so far (read by the error handlers of run_job)."""
+
+    def __init__(self, frame: int):
+        self.frames_done = 0
+        self.current = frame   # last finished frame (progress messages report it)
+
+
 def run_job(scene: Scene, cache_dir: str, resume: bool, emit: Emit,
             should_stop: Callable[[], bool] = lambda: False) -> str:
-    """Bake ``scene`` into ``cache_dir``, emitting events; returns the final state."""
+    """Bake ``scene`` into ``cache_dir``, emitting events; returns the final state.
+
+    The folder is locked for the whole bake (a second job into it ends at once with code
+    ``busy``) and released *before* the final ``end`` event, so whoever reacts to that event
+    can start the next job into the same folder. A cache fault (damaged file, disk full,
+    read-only, a folder that is not a Clearance cache) ends the job with code ``cache`` and a
+    message naming the file; the frames finished before it stay on disk.
+    """
+    s = scene.settings
+    n = _Counters(s.frame_start)
+    try:
+        scene.validate()
+        cache = JobCache(cache_dir)
+        cache.create()
+        with cache.lock():
+            _bake_locked(scene, cache, resume, emit, should_stop, n)
+        end = ("end", "done", n.frames_done, "", f"baked {n.frames_done} frames", None, None)
+    except JobCancelled:
+        end = ("end", "cancelled", n.frames_done, "", "cancelled", None, None)
+    except CacheError as e:
+        kept = (f"; the {n.frames_done} frames finished before it are kept in {cache_dir} and Resume continues "
+                "from them") if n.frames_done else ""
+        end = ("end", "failed", n.frames_done, e.code, f"{e}{kept}", "cache_dir", None)
+    except SceneError as e:
+        code = "resume_mismatch" if e.field == "scene" and resume else "scene"
+        end = ("end", "failed", n.frames_done, code, str(e), e.field or None, e.obj or None)
+    except Exception as e:  # any backend failure: report it, keep the frames on disk
+        tb = traceback.format_exc(limit=6)
+        end = ("end", "failed", n.frames_done, "backend", f"{type(e).__name__}: {e}\n{tb}", None, None)
+    emit(end)
+    return end[1]
+
+
+def _bake_locked(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should_stop: Callable[[], bool],
+                 n: _Counters) -> None:
+    """The job loop proper, with the cache folder locked: check the folder is ours, resume or
+    start over, then solve, cache and emit every frame."""
     s = scene.settings
     span = max(1, s.frame_end - s.frame_start)
-    frames_done = 0
-    current = [s.frame_start]
 
     def progress(state: str, fraction: float, message: str = "") -> None:
         if should_stop():
             raise JobCancelled()
         state = state if state in PROGRESS_STATES else "solving"
-        emit(("progress", state, int(current[0]), float(min(1.0, max(0.0, fraction))), message))
+        emit(("progress", state, int(n.current), float(min(1.0, max(0.0, fraction))), message))
 
-    try:
-        scene.validate()
-        cache = JobCache(cache_dir)
-        digest = scene_hash(scene)
-        last = None
-        if resume:
-            cache.check_resume(digest)
-            last = cache.last_complete_frame(s.frame_start, s.frame_end)
-        from solver_server.backends import create
-        warm = kernel_cache.is_warm(s.backend)
-        progress("building" if warm else "compiling", 0.0,
-                 "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
-        backend = create(scene, lambda st, fr: progress(st, (current[0] - s.frame_start + fr) / span))
-        # Only a scene the backend accepted replaces the previous job's cache: a refused re-bake
-        # (bad mesh, starting intersection) keeps the old frames and their resume state.
-        if last is None:
-            cache.clear()
-        cache.ensure()
-        cache.write_scene_json(scene, digest)
-        stats_rows = cache.read_stats() if last is not None else []
-        if last is not None:
-            progress("resuming", (last - s.frame_start) / span, f"resuming after frame {last}")
-            by_frame = {r.get("frame"): r for r in stats_rows}
-            stats_rows = [r for r in stats_rows if r.get("frame", s.frame_end + 1) <= last]
-            for f in range(s.frame_start, last + 1):
-                pos = cache.read_frame(f)
-                st = {k: v for k, v in by_frame.get(f, {}).items() if k != "frame"}
-                emit(("frame", f, list(pos), list(pos.values()), st))
-                frames_done += 1
-            backend.set_state(cache.read_state(last), last)
-            current[0] = last
-        else:
-            pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in backend.initial_positions().items()}
-            cache.write_frame(s.frame_start, pos)
-            cache.write_state(s.frame_start, backend.get_state())
-            emit(("frame", s.frame_start, list(pos), list(pos.values()), {}))
-            frames_done += 1
-        first = True
-        while backend.frame < s.frame_end:
-            if should_stop():
-                raise JobCancelled()
-            if not first or warm:
-                progress("solving", (backend.frame - s.frame_start) / span, f"frame {backend.frame + 1}")
-            r = backend.advance()
-            current[0] = r.frame
-            pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in r.positions.items()}
-            stats = _clean_stats(r.stats)
-            cache.write_frame(r.frame, pos)
-            cache.write_state(r.frame, backend.get_state())
-            stats_rows.append({"frame": r.frame, **stats})
-            cache.write_stats(stats_rows)
-            emit(("frame", r.frame, list(pos), list(pos.values()), stats))
-            frames_done += 1
-            if first and not warm:
-                kernel_cache.mark_warm(s.backend)
-            first = False
-        emit(("end", "done", frames_done, "", f"baked {frames_done} frames", None, None))
-        return "done"
-    except JobCancelled:
-        emit(("end", "cancelled", frames_done, "", "cancelled", None, None))
-        return "cancelled"
-    except SceneError as e:
-        code = "resume_mismatch" if e.field == "scene" and resume else "scene"
-        emit(("end", "failed", frames_done, code, str(e), e.field or None, e.obj or None))
-        return "failed"
-    except Exception as e:  # any backend failure: report it, keep the frames on disk
-        tb = traceback.format_exc(limit=6)
-        emit(("end", "failed", frames_done, "backend", f"{type(e).__name__}: {e}\n{tb}", None, None))
-        return "failed"
+    digest = scene_hash(scene)
+    last = None
+    if resume and cache.check_resume(digest):
+        last = cache.last_complete_frame(s.frame_start, s.frame_end)
+    elif not resume:
+        cache.check_owner()   # never overwrite or clear a folder that is not a Clearance cache
+    cache.remove_temporaries()  # what a killed job left half-written (exact names of ours only)
+    from solver_server.backends import create
+    warm = kernel_cache.is_warm(s.backend)
+    progress("building" if warm else "compiling", 0.0,
+             "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
+    backend = create(scene, lambda st, fr: progress(st, (n.current - s.frame_start + fr) / span))
+    # Only a scene the backend accepted replaces the previous job's cache: a refused re-bake
+    # (bad mesh, starting intersection) keeps the old frames and their resume state.
+    if last is None:
+        cache.clear()
+    cache.ensure()
+    cache.write_scene_json(scene, digest)
+    stats_rows = cache.read_stats() if last is not None else []
+    if last is not None:
+        progress("resuming", (last - s.frame_start) / span, f"resuming after frame {last}")
+        by_frame = {r.get("frame"): r for r in stats_rows}
+        stats_rows = [r for r in stats_rows if _row_frame(r, s.frame_end + 1) <= last]
+        for f in range(s.frame_start, last + 1):
+            pos = cache.read_frame(f)
+            st = {k: v for k, v in by_frame.get(f, {}).items() if k != "frame"}
+            emit(("frame", f, list(pos), list(pos.values()), _clean_stats(st)))
+            n.frames_done += 1
+        backend.set_state(cache.read_state(last), last)
+        n.current = last
+    else:
+        pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in backend.initial_positions().items()}
+        cache.write_frame(s.frame_start, pos)
+        cache.write_state(s.frame_start, backend.get_state())
+        emit(("frame", s.frame_start, list(pos), list(pos.values()), {}))
+        n.frames_done += 1
+    first = True
+    while backend.frame < s.frame_end:
+        if should_stop():
+            raise JobCancelled()
+        if not first or warm:
+            progress("solving", (backend.frame - s.frame_start) / span, f"frame {backend.frame + 1}")
+        r = backend.advance()
+        n.current = r.frame
+        pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in r.positions.items()}
+        stats = _clean_stats(r.stats)
+        cache.write_frame(r.frame, pos)
+        cache.write_state(r.frame, backend.get_state())
+        stats_rows.append({"frame": r.frame, **stats})
+        cache.write_stats(stats_rows)
+        emit(("frame", r.frame, list(pos), list(pos.values()), stats))
+        n.frames_done += 1
+        if first and not warm:
+            kernel_cache.mark_warm(s.backend)
+        first = False
+
+
+def _row_frame(row: dict, default: int) -> int:
+    """The frame number of a stats row (``default`` when the row has none or a bad one)."""
+    f = row.get("frame", default)
+    return f if type(f) is int else default
 
 
 def child_main(scene: Scene, cache_dir: str, resume: bool, conn, cancel_event) -> None:

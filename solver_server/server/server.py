@@ -11,8 +11,10 @@ and that connection is refused for good.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import traceback
 from typing import Optional
 
 import zmq
@@ -23,7 +25,7 @@ from protocol.messages import (Accepted, Cancel, Done, Error, Frame, Hello, Mess
                                StatusReply, Submit, Welcome, decode_message, encode_message)
 from protocol.scene import SceneError
 from protocol.version import PROTOCOL_VERSION, compatible, version_str
-from .cache import JobCache, scene_hash
+from .cache import CacheError, JobCache, scene_hash
 from .jobs import Job, JobManager
 from .security import check_bind, secret_ok
 
@@ -101,6 +103,19 @@ class Server:
 
     # -- requests ---------------------------------------------------------------------------
     def _handle(self, identity: bytes, frames: list) -> None:
+        """Answer one incoming message. Nothing a client sends may stop the server: a fault in
+        handling it (a bug) is answered with code ``internal`` and logged, and serving goes on."""
+        try:
+            self._handle_message(identity, frames)
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            try:
+                self._error(identity, "internal", f"the server failed to handle this message: {type(e).__name__}: "
+                            f"{str(e)[:500]}", None)
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
+
+    def _handle_message(self, identity: bytes, frames: list) -> None:
         try:
             msg, version = decode_message(frames, self.limits)
         except ProtocolError as e:
@@ -169,27 +184,43 @@ class Server:
             self._error(identity, "scene", f"backend {scene.settings.backend!r} is not available on this server; "
                         f"available: {list(self.backends)}", msg.id, "backend")
             return
+        # msg.cache_dir passed check_cache_dir() when the message was decoded (no NUL, bounded
+        # depth, not a root); what depends on this machine is checked here.
         cache_dir = msg.cache_dir
         if not os.path.isabs(cache_dir):
-            self._error(identity, "scene", f"cache_dir must be an absolute path on the server, got {cache_dir!r}",
+            self._error(identity, "protocol", f"cache_dir must be an absolute path on the server, got {cache_dir!r}",
                         msg.id, "cache_dir")
             return
-        cache_dir = os.path.normpath(cache_dir)
-        other = self.jobs.busy_dir(cache_dir)
-        if other is not None:
-            self._error(identity, "busy", f"job {other.id} is already baking into {cache_dir}; cancel it or use "
-                        "another folder", msg.id, "cache_dir")
-            return
         try:
-            os.makedirs(cache_dir, exist_ok=True)
+            cache = JobCache(cache_dir)
+            cache.create()
+            real = os.path.realpath(cache.root)   # one job per real folder, whatever the symlinks
+            if os.path.dirname(real) == real:
+                self._error(identity, "protocol", f"cache_dir {cache_dir!r} is the root folder {real!r}; give the "
+                            "bake a folder of its own", msg.id, "cache_dir")
+                return
+            other = self.jobs.busy_dir(real)
+            if other is not None:
+                self._error(identity, "busy", f"job {other.id} is already baking into {real}; cancel it or use "
+                            "another folder", msg.id, "cache_dir")
+                return
+            cache = JobCache(real)
+            cache.check_unlocked()      # another process (server, `clearance-server bake`) baking there
             if msg.resume:
-                JobCache(cache_dir).check_resume(scene_hash(scene))
+                cache.check_resume(scene_hash(scene))
+            else:
+                cache.check_owner()     # never overwrite or clear a folder that is not a Clearance cache
         except SceneError as e:
             self._error(identity, "resume_mismatch", str(e), msg.id, "scene")
             return
-        except OSError as e:
-            self._error(identity, "scene", f"cannot create the cache folder: {e}", msg.id, "cache_dir")
+        except CacheError as e:
+            self._error(identity, e.code, str(e), msg.id, "cache_dir")
             return
+        except (OSError, ValueError, RecursionError) as e:   # a path this OS cannot handle
+            self._error(identity, "protocol", f"cannot use cache_dir {cache_dir[:200]!r}: {type(e).__name__}: {e}",
+                        msg.id, "cache_dir")
+            return
+        cache_dir = real
         job = self.jobs.submit(scene, cache_dir, msg.resume, identity, msg.id)
         self._send(identity, Accepted(job.id, parent=msg.id))
         self._progress(job, "queued", job.frame, 0.0, "waiting for a worker" if self.jobs.running() else "")
