@@ -241,7 +241,7 @@ class Server:
                         fd = job.conn.fileno()
                         poller.register(fd, zmq.POLLIN)
                         pipes[fd] = (job.conn, job)
-                events = dict(poller.poll(100))
+                events = dict(poller.poll(10 if self.jobs.awaiting_exit() else 100))
                 if self.sock in events:
                     for _ in range(1000):
                         try:
