@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import Optional
+import time
+from collections import OrderedDict
+from typing import Callable, Optional
 
 SECRET_ENV = "CLEARANCE_SECRET"
 
@@ -41,3 +43,87 @@ def secret_ok(expected: Optional[str], given: Optional[str]) -> bool:
     if not expected:
         return True
     return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+PREAUTH_MAX_BYTES = 64 * 1024
+"""Largest message (one frame, no arrays) decoded from a peer that has not completed Hello:
+a Hello is a few hundred bytes, so nothing bigger is parsed for an unauthenticated peer."""
+
+
+class Sessions:
+    """Per-connection handshake state (ZeroMQ identity -> "ok" | "refused"), bounded.
+
+    ROUTER sockets do not report disconnects, so without a bound every connection that ever
+    said Hello (or guessed a wrong secret) would stay in memory for good. At most
+    ``max_entries`` are kept, least recently used dropped first. Dropping is safe: a dropped
+    "refused" peer must still give the right secret, a dropped "ok" peer (idle for longest)
+    gets code ``handshake`` and says Hello again.
+    """
+
+    def __init__(self, max_entries: int = 4096):
+        self.max_entries = max(1, int(max_entries))
+        self._d: "OrderedDict[bytes, str]" = OrderedDict()
+
+    def get(self, identity: bytes) -> Optional[str]:
+        state = self._d.get(identity)
+        if state is not None:
+            self._d.move_to_end(identity)
+        return state
+
+    def set(self, identity: bytes, state: str) -> None:
+        self._d[identity] = state
+        self._d.move_to_end(identity)
+        while len(self._d) > self.max_entries:
+            self._d.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class AuthThrottle:
+    """Limit wrong-secret guesses per peer address (a secret server only).
+
+    After ``max_failures`` wrong secrets from one address within ``window`` seconds, every
+    Hello from that address is refused (code ``auth``, the message says for how long) for
+    ``lockout`` seconds, the right secret included: guessing drops from hundreds a second to
+    a handful a minute. At most ``max_addresses`` addresses are tracked (oldest dropped).
+    """
+
+    def __init__(self, max_failures: int = 5, window: float = 60.0, lockout: float = 60.0,
+                 max_addresses: int = 4096, clock: Callable[[], float] = time.monotonic):
+        self.max_failures = max_failures
+        self.window = window
+        self.lockout = lockout
+        self.max_addresses = max_addresses
+        self.clock = clock
+        self._fails: "OrderedDict[str, list]" = OrderedDict()   # address -> failure times
+        self._locked: "OrderedDict[str, float]" = OrderedDict()  # address -> locked until
+
+    def locked_for(self, address: Optional[str]) -> float:
+        """Seconds left of the address's lockout (0 when it may try)."""
+        if address is None:
+            return 0.0
+        until = self._locked.get(address)
+        if until is None:
+            return 0.0
+        left = until - self.clock()
+        if left <= 0:
+            del self._locked[address]
+            return 0.0
+        return left
+
+    def failure(self, address: Optional[str]) -> None:
+        """Record a wrong secret from ``address``; lock it out after too many."""
+        if address is None:
+            return
+        now = self.clock()
+        fails = [t for t in self._fails.pop(address, []) if now - t < self.window] + [now]
+        if len(fails) >= self.max_failures:
+            self._locked[address] = now + self.lockout
+            self._locked.move_to_end(address)
+            fails = []
+        else:
+            self._fails[address] = fails
+        for d in (self._fails, self._locked):
+            while len(d) > self.max_addresses:
+                d.popitem(last=False)

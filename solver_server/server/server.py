@@ -17,6 +17,7 @@ import time
 import traceback
 from typing import Optional
 
+import msgpack
 import zmq
 
 from protocol.codec import DEFAULT_LIMITS, Limits
@@ -27,13 +28,15 @@ from protocol.scene import SceneError
 from protocol.version import PROTOCOL_VERSION, compatible, version_str
 from .cache import CacheError, JobCache, scene_hash
 from .jobs import Job, JobManager
-from .security import check_bind, secret_ok
+from .security import PREAUTH_MAX_BYTES, AuthThrottle, Sessions, check_bind, secret_ok
 
 SERVER_NAME = "clearance-server"
 SERVER_VERSION = "0.1.0"
 CAPABILITIES = ("frames", "progress", "cancel", "status", "resume", "cache")
 HEARTBEAT = 1.0
 """Seconds between repeated Progress messages of a running job whose child is silent."""
+RCVHWM = 100
+"""Messages queued per peer before ZeroMQ stops reading its connection (clients send a few)."""
 
 
 class Server:
@@ -42,7 +45,7 @@ class Server:
 
     def __init__(self, bind: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, workers: int = 1,
                  limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
-                 protocol_version: tuple = PROTOCOL_VERSION):
+                 protocol_version: tuple = PROTOCOL_VERSION, max_sessions: int = 4096):
         check_bind(bind, secret)
         self.secret = secret
         self.limits = limits
@@ -51,13 +54,18 @@ class Server:
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)   # never drop frames for a slow client
-        self.sock.setsockopt(zmq.RCVHWM, 0)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, min(limits.max_array_bytes + limits.max_header_bytes, 2 ** 62))
+        # Inbound: at most RCVHWM messages queued per peer (ZeroMQ then stops reading that
+        # connection: back-pressure, nothing dropped), each frame at most MAXMSGSIZE bytes (a
+        # bigger frame disconnects the peer before it is stored). ZeroMQ hands over a
+        # multi-frame message only whole, so the message total is checked after receipt.
+        self.sock.setsockopt(zmq.RCVHWM, RCVHWM)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, min(max(limits.max_array_bytes, limits.max_header_bytes), 2 ** 62))
         addr = bind[:-2] + ":*" if bind.startswith("tcp://") and bind.endswith(":0") else bind
         self.sock.bind(addr)
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT) if addr.startswith("tcp://") else bind
         self.jobs = JobManager(self._job_event, workers)
-        self.sessions: dict = {}   # identity -> "ok" | "refused"
+        self.sessions = Sessions(max_sessions)   # identity -> "ok" | "refused", bounded
+        self.throttle = AuthThrottle()           # wrong-secret guesses per peer address
         self._stop = threading.Event()
         self._last_progress: dict = {}  # job id -> (monotonic time, Progress fields)
         from solver_server.backends import available
@@ -116,6 +124,13 @@ class Server:
                 traceback.print_exc(file=sys.stderr)
 
     def _handle_message(self, identity: bytes, frames: list) -> None:
+        session = self.sessions.get(identity)
+        if session != "ok" and (len(frames) != 1 or _nbytes(frames[0]) > PREAUTH_MAX_BYTES):
+            # Before Hello only small one-frame messages (hello, ping) are even parsed.
+            self._error(identity, "auth" if self.secret else "handshake",
+                        f"send Hello first (before it, messages are limited to one frame of {PREAUTH_MAX_BYTES} "
+                        "bytes)", _small_header_id(frames[0]))
+            return
         try:
             msg, version = decode_message(frames, self.limits)
         except ProtocolError as e:
@@ -127,13 +142,12 @@ class Server:
         if not compatible(version, self.protocol_version):
             self._error(identity, "version", self._version_text(version), msg.id, "version")
             return
-        session = self.sessions.get(identity)
         if session == "refused":
             self._error(identity, "auth", "this connection was refused (wrong secret); reconnect with the right one",
                         msg.id)
             return
         if isinstance(msg, Hello):
-            self._hello(identity, msg)
+            self._hello(identity, msg, _peer_address(frames[0]))
             return
         if session != "ok":
             if self.secret:
@@ -161,15 +175,22 @@ class Server:
         return (f"protocol version mismatch: the server speaks {version_str(self.protocol_version)}, the client "
                 f"speaks {version_str(theirs)}; install matching versions of the add-on and the server")
 
-    def _hello(self, identity: bytes, msg: Hello) -> None:
+    def _hello(self, identity: bytes, msg: Hello, address: Optional[str] = None) -> None:
         if not compatible(msg.protocol_version, self.protocol_version):
             self._error(identity, "version", self._version_text(msg.protocol_version), msg.id, "protocol_version")
             return
+        if self.secret:
+            wait = self.throttle.locked_for(address)
+            if wait > 0:
+                self._error(identity, "auth", f"too many wrong secrets from {address}; try again in {wait:.0f} s",
+                            msg.id, "secret")
+                return
         if not secret_ok(self.secret, msg.secret):
-            self.sessions[identity] = "refused"
+            self.sessions.set(identity, "refused")
+            self.throttle.failure(address)
             self._error(identity, "auth", "wrong or missing secret", msg.id, "secret")
             return
-        self.sessions[identity] = "ok"
+        self.sessions.set(identity, "ok")
         self._send(identity, Welcome(SERVER_NAME, SERVER_VERSION, self.protocol_version, CAPABILITIES, self.backends,
                                      parent=msg.id))
 
@@ -260,6 +281,33 @@ class Server:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _nbytes(frame) -> int:
+    """Byte length of a received frame (zmq.Frame or bytes)."""
+    buf = getattr(frame, "buffer", None)
+    return buf.nbytes if buf is not None else len(frame)
+
+
+def _small_header_id(frame) -> Optional[str]:
+    """The message id from a header frame of at most PREAUTH_MAX_BYTES (so that the refusal
+    answers its request), else None: a bigger header is not parsed for an unknown peer."""
+    if _nbytes(frame) > PREAUTH_MAX_BYTES:
+        return None
+    try:
+        head = msgpack.unpackb(bytes(getattr(frame, "buffer", frame)), raw=False, ext_hook=lambda code, data: None)
+    except Exception:
+        return None
+    mid = head.get("id") if isinstance(head, dict) else None
+    return mid if isinstance(mid, str) and 0 < len(mid) <= 64 else None
+
+
+def _peer_address(frame) -> Optional[str]:
+    """The sender's IP address of a received tcp frame (None for inproc/ipc or bytes)."""
+    try:
+        return frame.get("Peer-Address")
+    except Exception:
+        return None
 
 
 def job_start(job: Job) -> int:

@@ -1,0 +1,109 @@
+"""Issue 8 item 5 (the cheap parts): what an unauthenticated peer can cost a server.
+
+Wrong-secret guesses are throttled per address, a peer that has not said Hello gets nothing
+bigger than one small frame parsed, and the per-connection handshake state is bounded.
+Real servers on tcp loopback: a subprocess for the secret server, an in-process one where
+the test counts the server's session table.
+"""
+import threading
+import uuid
+
+import numpy as np
+import pytest
+import zmq
+
+from protocol import Client, Error, Hello, RemoteError, Status, Welcome, encode
+from protocol.messages import decode_message, encode_message
+from solver_server.server.security import PREAUTH_MAX_BYTES, AuthThrottle
+from solver_server.server.server import Server
+
+
+def test_wrong_secret_guesses_lock_the_address_out(server_factory, tmp_path):
+    srv = server_factory("--secret", "right", env={"CLEARANCE_STATE_DIR": str(tmp_path / "state")})
+    for i in range(5):
+        with Client(srv.address, timeout=10.0, secret=f"guess{i}") as c:
+            with pytest.raises(RemoteError) as e:
+                c.connect()
+            assert e.value.code == "auth" and "wrong or missing secret" in e.value.message
+    with Client(srv.address, timeout=10.0, secret="right") as c:   # even the right one, for a while
+        with pytest.raises(RemoteError) as e:
+            c.connect()
+        assert e.value.code == "auth" and "too many wrong secrets from 127.0.0.1" in e.value.message
+
+
+def test_throttle_window_and_lockout_follow_its_clock():
+    now = [0.0]
+    t = AuthThrottle(max_failures=3, window=10.0, lockout=30.0, clock=lambda: now[0])
+    for _ in range(2):
+        t.failure("10.0.0.1")
+    now[0] = 11.0                       # the first two fell out of the window
+    t.failure("10.0.0.1")
+    assert t.locked_for("10.0.0.1") == 0.0
+    t.failure("10.0.0.1")
+    t.failure("10.0.0.1")
+    assert t.locked_for("10.0.0.1") == 30.0 and t.locked_for("10.0.0.2") == 0.0
+    now[0] = 41.0
+    assert t.locked_for("10.0.0.1") == 0.0
+    assert t.locked_for(None) == 0.0    # inproc/ipc peers have no address
+
+
+def _raw(address):
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(address)
+    return ctx, s
+
+
+def _reply(sock):
+    assert sock.poll(10000), "no reply"
+    return decode_message(sock.recv_multipart())[0]
+
+
+def test_nothing_big_is_parsed_before_hello(server_factory, tmp_path):
+    srv = server_factory("--secret", "right", env={"CLEARANCE_STATE_DIR": str(tmp_path / "state")})
+    ctx, s = _raw(srv.address)
+    try:
+        big = encode("status", {"job_id": "j", "x": np.zeros(1 << 18, np.float32)}, msg_id=uuid.uuid4().hex)
+        s.send_multipart(big)                                     # a small header and a 1 MB array frame
+        err = _reply(s)
+        assert isinstance(err, Error) and err.code == "auth" and str(PREAUTH_MAX_BYTES) in err.message
+        s.send_multipart(encode("status", {"job_id": "x" * (PREAUTH_MAX_BYTES + 1)}))   # one big frame
+        err = _reply(s)
+        assert err.code == "auth" and err.parent is None
+        s.send_multipart(encode_message(Hello("raw", "0", secret="right")))   # then a Hello works
+        assert isinstance(_reply(s), Welcome)
+    finally:
+        s.close(0)
+        ctx.term()
+
+
+def test_the_session_table_is_bounded():
+    ctx = zmq.Context()
+    srv = Server("tcp://127.0.0.1:0", context=ctx, max_sessions=20)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    clients = []
+    try:
+        for i in range(60):
+            c = Client(srv.address, timeout=10.0, client_name=f"c{i}", context=ctx)
+            c.connect()
+            clients.append(c)
+        assert len(srv.sessions) == 20
+        clients[-1].ping()
+        with pytest.raises(RemoteError) as e:      # clients[-1] is known: its request is served
+            clients[-1].status("no-such-job")
+        assert e.value.code == "unknown_job"
+        with pytest.raises(RemoteError) as e:      # the least recently seen was forgotten
+            clients[0]._request(Status("no-such-job"), ())
+        assert e.value.code == "handshake"
+        clients[0].connect()                       # and says Hello again
+        with pytest.raises(RemoteError) as e:
+            clients[0].status("no-such-job")
+        assert e.value.code == "unknown_job"
+    finally:
+        for c in clients:
+            c.close()
+        srv.stop()
+        t.join(10)
+        ctx.term()
