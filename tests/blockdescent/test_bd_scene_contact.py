@@ -1,0 +1,201 @@
+"""Fast solver (block descent) contact scenes through IPCBackend: cloth draped over a sphere, a fast
+keyframed collider through a cloth pinned at its corners, a stack of soft cubes, momentum in a
+two-body collision. Every frame: zero edge-triangle intersections by the exact check
+(solver_server/ipc/contact count_intersections), every tet volume positive."""
+import numpy as np
+import pytest
+
+from protocol.scene import Body, Material
+from solver_server.ipc import elastic_tet
+from solver_server.scene.primitives import box, icosphere
+from tests.ipc.test_scene_helpers import plane
+
+from .bd_scenes import (block_of, cloth, fast_backend, fast_scene, intersections, non_collider_intersections,
+                        pairwise_distance_change, points_vs_convex_mesh)
+
+
+def _check(b):
+    assert intersections(b) == 0
+    x = b.stepper.x
+    el = b.system.elastic
+    if len(el.tets):
+        assert (elastic_tet.tet_volumes(x, el.tets) > 0).all()
+
+
+# --- cloth over a sphere ---------------------------------------------------------------------------
+def test_cloth_drapes_on_sphere_without_intersections():
+    n, frames, R = 12, 14, 0.25
+    S, ST = icosphere(R, subdivisions=2)
+    cl = cloth(n, 0.3)
+    sc = fast_scene(cl, Body("sphere", "collider", S, ST), frame_end=frames + 1)
+    b = fast_backend(sc)
+    nv = (n + 1) ** 2
+    half_thick = 0.5 * cl.material.thickness
+    contacts = 0
+    for f in range(frames):
+        r = b.advance()
+        _check(b)
+        x = b.stepper.x[:nv]
+        inside, dist = points_vs_convex_mesh(x, S, ST)
+        assert not inside.any(), f"frame {f + 1}: cloth vertices {np.nonzero(inside)[0]} inside the sphere"
+        assert dist.min() > half_thick            # the barrier keeps s = d - thickness/2 > 0
+        contacts = max(contacts, r.stats["contacts"])
+        assert r.stats["min_distance"] is None or r.stats["min_distance"] > 0.0
+    assert contacts > 0
+    x = b.stepper.x[:nv]
+    # the middle of the sheet rests on top of the sphere (within the contact gap + thickness) ...
+    top = x[np.argmin(np.linalg.norm(x[:, :2], axis=1))]
+    assert R + half_thick < top[2] < R + half_thick + sc.settings.contact_gap + 2e-3
+    # ... and the free corners fell well past the sphere's top, draping around it
+    assert x[:, 2].min() < 0.0
+
+
+# --- a fast keyframed collider through a pinned cloth ----------------------------------------------
+def _collider_through_cloth():
+    n = 8
+    F = 6
+    S, ST = icosphere(0.08, subdivisions=1)
+    z = np.array([0.3, -0.2, -0.7, -0.7, -0.7, -0.7])   # 0.5 m per frame through the sheet at z = 0
+    anim = np.repeat(S[None], F, 0)
+    anim[:, :, 2] += z[:, None]
+    pins = np.array([0, n, n * (n + 1), (n + 1) ** 2 - 1], np.int32)   # the four corners
+    cl = cloth(n, 0.0, size=0.5, pins=pins)
+    ball = Body("ball", "collider", anim[0].copy(), ST, animation=anim.astype(np.float32))
+    return fast_scene(cl, ball, frame_end=F, gravity=(0, 0, 0)), anim, pins
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a keyframed collider is not moved rigidly: its vertices are prescribed one by one, each inside its own "
+    "ball, so the vertices away from the cloth reach their targets while those touching it stay behind. "
+    "The rigid icosphere (r = 8 cm, 0.5 m/frame) is crushed flat onto the cloth and crosses itself: "
+    "count_intersections = 124 edge-triangle hits after frame 1 (all ball/ball; cloth/ball: 0), 112 after "
+    "frame 5; its pairwise vertex distances change by up to 0.16 m (its diameter) and its centroid lags 0.18-0.65 m behind "
+    "the keyframes (measured 2026-11-23). The accurate (Newton) solver keeps 0 intersections in this scene."))
+def test_fast_collider_through_pinned_cloth_never_intersects():
+    sc, anim, pins = _collider_through_cloth()
+    b = fast_backend(sc)
+    ball = block_of(b, "ball")
+    bx = slice(ball.offset, ball.offset + ball.n_nodes)
+    corners = sc.bodies[0].vertices[pins]
+    for f in range(sc.settings.frame_end - 1):
+        b.advance()
+        assert not non_collider_intersections(b)                   # the cloth never crosses the ball
+        assert np.abs(b.stepper.x[pins] - corners).max() < 1e-6    # corners held
+        assert intersections(b) == 0, f"frame {f + 1}: {intersections(b)} edge-triangle intersections"
+        assert pairwise_distance_change(b.stepper.x[bx], anim[0]) < 1e-6   # the collider stays rigid
+
+
+def test_fast_collider_pushes_the_cloth_without_crossing_it():
+    """What holds today in the scene above: the cloth and the ball never cross each other, the pinned
+    corners stay put and the sheet is pushed down ahead of the ball."""
+    sc, anim, pins = _collider_through_cloth()
+    b = fast_backend(sc)
+    ball = block_of(b, "ball")
+    nv = len(sc.bodies[0].vertices)
+    corners = sc.bodies[0].vertices[pins]
+    for f in range(sc.settings.frame_end - 1):
+        b.advance()
+        assert not non_collider_intersections(b)
+        assert np.abs(b.stepper.x[pins] - corners).max() < 1e-6
+    x = b.stepper.x
+    assert x[:nv, 2].min() < -0.05                                  # pushed well below its plane
+    assert x[ball.offset:ball.offset + ball.n_nodes, 2].mean() < 0.0  # the ball went down through z = 0
+
+
+# --- a stack of soft cubes --------------------------------------------------------------------------
+def _stack(k):
+    bodies = []
+    for i in range(k):
+        V, T = box((0.1, 0.1, 0.1), center=(0.01 * i, 0, 0.052 + 0.104 * i), divisions=1)
+        bodies.append(Body(f"c{i}", "solid", V, T, material=Material(youngs_modulus=1e5, friction=0.3)))
+    return bodies + [plane(friction=0.3)]
+
+
+def _run_stack(k, frames):
+    sc = fast_scene(*_stack(k), frame_end=frames + 1)
+    b = fast_backend(sc)
+    blocks = [block_of(b, f"c{i}") for i in range(k)]
+    for f in range(frames):
+        b.advance()
+        _check(b)
+        x = b.stepper.x
+        assert x[b.system.dynamic, 2].min() > 0.0                         # nothing below the ground
+        for lo, hi in zip(blocks, blocks[1:]):                            # still stacked, one cube on the next
+            c_lo = x[lo.offset:lo.offset + lo.n_nodes].mean(0)
+            c_hi = x[hi.offset:hi.offset + hi.n_nodes].mean(0)
+            assert 0.09 < c_hi[2] - c_lo[2] < 0.106
+            assert np.linalg.norm(c_hi[:2] - c_lo[:2]) < 0.03
+    return b, blocks
+
+
+def test_stack_of_soft_cubes_no_intersection_positive_tets():
+    b, blocks = _run_stack(2, 12)
+    x = b.stepper.x
+    # settled: resting on each other within the contact gap, slow, and barely squashed
+    assert np.abs(b.stepper.v[b.system.dynamic]).max() < 0.01
+    assert x[blocks[0].offset:blocks[0].offset + blocks[0].n_nodes, 2].min() < 1e-3   # on the ground
+    c0 = x[blocks[0].offset:blocks[0].offset + blocks[0].n_nodes].mean(0)
+    c1 = x[blocks[1].offset:blocks[1].offset + blocks[1].n_nodes].mean(0)
+    assert c1[2] - c0[2] < 0.1 + 1e-3                                 # resting on the lower cube (gap < dhat)
+    assert b.system.elastic.min_tet_volume_ratio(x) > 0.9
+
+
+@pytest.mark.slow
+def test_stack_of_three_soft_cubes_long():
+    b, blocks = _run_stack(3, 36)
+    assert np.abs(b.stepper.v[b.system.dynamic]).max() < 0.01
+
+
+# --- momentum ---------------------------------------------------------------------------------------
+MOMENTUM_TOL = 1e-2   # of sum |m_i v_i|: what a step converged to newton_tol = 1e-2 m/s can miss
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "total linear momentum drifts by 7.7% of sum |m v| in the first frame, before any contact (the sweeps "
+    "start at x^n and stop at the 200-sweep budget unconverged, the same lag as the free fall), 7.1% at "
+    "the collision, and stays above 1% for the 12 frames (measured 2026-11-23; the Newton solver keeps "
+    "it below 1e-6)."))
+def test_two_soft_bodies_collide_and_keep_momentum():
+    V1, T1 = box((0.1, 0.1, 0.1), center=(-0.08, 0, 0), divisions=1)
+    V2, T2 = box((0.1, 0.1, 0.1), center=(0.08, 0.02, 0.01), divisions=1)
+    a = Body("a", "solid", V1, T1, material=Material(youngs_modulus=2e4, friction=0.0), initial_velocity=(1.0, 0, 0))
+    c = Body("b", "solid", V2, T2, material=Material(youngs_modulus=2e4, friction=0.0, density=2000.0),
+             initial_velocity=(-0.5, 0, 0))
+    sc = fast_scene(a, c, frame_end=13, gravity=(0, 0, 0))
+    b = fast_backend(sc)
+    M = b.system.mass[:, None]
+    p0 = (M * b.stepper.v).sum(0)
+    scale = np.linalg.norm(M * b.stepper.v, axis=1).sum()   # sum |m_i v_i| (the total is ~0 here)
+    touched = 0
+    drift = []
+    for _ in range(12):
+        r = b.advance()
+        _check(b)
+        touched = max(touched, r.stats["contacts"])
+        drift.append(np.linalg.norm((M * b.stepper.v).sum(0) - p0) / scale)
+    assert touched > 0
+    na = b.system.blocks[0].n_nodes
+    assert (M[:na] * b.stepper.v[:na]).sum(0)[0] / M[:na].sum() < 0.9   # they bounced
+    assert max(drift) <= MOMENTUM_TOL, f"momentum drift per frame (of sum |m v|): {np.round(drift, 4)}"
+
+
+def test_two_soft_bodies_collide_without_intersection_and_bounce():
+    """The part of the collision that holds today: no intersection, no inverted tet, a real bounce."""
+    V1, T1 = box((0.1, 0.1, 0.1), center=(-0.08, 0, 0), divisions=1)
+    V2, T2 = box((0.1, 0.1, 0.1), center=(0.08, 0.02, 0.01), divisions=1)
+    m = Material(youngs_modulus=2e4, friction=0.0)
+    sc = fast_scene(Body("a", "solid", V1, T1, material=m, initial_velocity=(1.0, 0, 0)),
+                    Body("b", "solid", V2, T2, material=m, initial_velocity=(-1.0, 0, 0)),
+                    frame_end=9, gravity=(0, 0, 0))
+    b = fast_backend(sc)
+    M = b.system.mass[:, None]
+    na = b.system.blocks[0].n_nodes
+    touched = 0
+    for _ in range(8):
+        r = b.advance()
+        _check(b)
+        touched = max(touched, r.stats["contacts"])
+    assert touched > 0
+    va = (M[:na] * b.stepper.v[:na]).sum(0)[0] / M[:na].sum()
+    vb = (M[na:] * b.stepper.v[na:]).sum(0)[0] / M[na:].sum()
+    assert va < 0 < vb                                              # they separate after the impact
