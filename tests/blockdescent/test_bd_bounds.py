@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from solver_server.blockdescent.bounds import GAMMA, detect
-from solver_server.ipc.contact import CollisionMesh, count_intersections, edge_edge_dist2_batch, point_triangle_dist2_batch
+from solver_server.ipc.contact import (CollisionMesh, count_intersections, edge_edge_dist2_batch,
+                                       point_triangle_dist2_batch)
 from solver_server.ipc.contact.pairs import contact_distances
 from solver_server.scene.primitives import grid_sheet
 

@@ -38,7 +38,8 @@ def _scene():
     cubeb = Body("cube", "solid", V, T, material=Material(youngs_modulus=1e5, friction=0.5))
     t = np.linspace(0, 0.3, 6)
     R = np.column_stack([t - 0.15, np.full(6, 0.3), 0.05 + 0.02 * np.sin(10 * t)])
-    rod = Body("rod", "rod", R, np.zeros((0, 3), np.int32), np.column_stack([np.arange(5), np.arange(1, 6)]).astype(np.int32),
+    edges = np.column_stack([np.arange(5), np.arange(1, 6)]).astype(np.int32)
+    rod = Body("rod", "rod", R, np.zeros((0, 3), np.int32), edges,
                material=Material(youngs_modulus=1e7, thickness=2e-3, bending_stiffness=1e-3))
     return fast_scene(cl, cubeb, rod, plane(friction=0.2), frame_end=3)
 

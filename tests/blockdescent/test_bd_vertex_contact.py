@@ -92,7 +92,8 @@ def _check_barrier_vertex(x, mesh, verts, expect_active=True):
         g, H, per = _vertex_barrier(x, ps, v)
         g_fd = fd_vertex_gradient(E, x, v, 1e-7)
         if expect_active:
-            pushed += np.abs(g_fd).max() > 0      # vertices with c_a = 0 (e.g. the far end of a point-edge pair) feel nothing
+            # vertices with c_a = 0 (e.g. the far end of a point-edge pair) feel nothing
+            pushed += np.abs(g_fd).max() > 0
             assert rel(g, g_fd) < 1e-6
         else:
             assert np.abs(g).max() == 0.0 and np.abs(H).max() == 0.0 and np.abs(g_fd).max() == 0.0
@@ -142,10 +143,12 @@ def test_barrier_vertex_many_pairs_sum_to_the_shared_gradient():
     contributions add up to the FD of the total shared barrier."""
     ring = 6
     ang = np.linspace(0, 2 * np.pi, ring, endpoint=False)
-    V = np.vstack([[0, 0, 0], np.stack([0.1 * np.cos(ang), 0.1 * np.sin(ang), np.zeros(ring)], 1), [0.004, 0.003, 0.01]])
+    rim = np.stack([0.1 * np.cos(ang), 0.1 * np.sin(ang), np.zeros(ring)], 1)
+    V = np.vstack([[0, 0, 0], rim, [0.004, 0.003, 0.01]])
     F = np.array([[0, 1 + i, 1 + (i + 1) % ring] for i in range(ring)], np.int32)
     n = len(V)
-    mesh = CollisionMesh.build(n, F, vertex_offset=np.full(n, 0.001), vertex_body=np.r_[np.zeros(n - 1), 1].astype(np.int32),
+    mesh = CollisionMesh.build(n, F, vertex_offset=np.full(n, 0.001),
+                               vertex_body=np.r_[np.zeros(n - 1), 1].astype(np.int32),
                                body_friction=np.zeros(2), self_contact=np.array([0, 0]), rest_positions=V)
     cands, ps = _pairs(V, mesh)
     s = contact_distances(V, ps.ids, ps.is_ee, ps.off)
