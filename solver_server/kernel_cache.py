@@ -10,8 +10,13 @@ The same folder answers "is this the first bake after an install?": a marker per
 written there after its first finished frame; until then the job reports the "compiling" state
 so a long first compilation never looks like a frozen bake.
 
+Inside that folder kernels are filed by their place in the package, not by the absolute path
+of their sources (numba's default), so a second checkout or an installed copy of the same
+sources reuses them instead of compiling again (:mod:`solver_server.numba_locator`).
+
 The folder is ``$CLEARANCE_STATE_DIR/numba/<fingerprint>`` (default ``~/.cache/clearance``);
-setting ``NUMBA_CACHE_DIR`` yourself overrides it. Only the newest few folders are kept.
+setting ``NUMBA_CACHE_DIR`` yourself overrides it (and keeps numba's path-keyed layout). Only
+the newest few folders are kept.
 """
 from __future__ import annotations
 
@@ -22,6 +27,11 @@ import sys
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _KEEP = 4
+LOCATORS = ",".join(("solver_server.numba_locator.PackageRelativeLocator", "UserProvidedCacheLocator",
+                     "InTreeCacheLocator", "UserWideCacheLocator", "IPythonCacheLocator", "ZipCacheLocator"))
+"""numba's cache locators (``NUMBA_CACHE_LOCATOR_CLASSES``): ours first, so a kernel is found
+again by every later process whatever path the package is imported from
+(:mod:`solver_server.numba_locator`), then numba's defaults for everything else."""
 _fingerprint = None
 
 
@@ -68,6 +78,7 @@ def configure() -> None:
     except OSError:
         return  # unwritable home: numba falls back to __pycache__ beside the sources
     os.environ["NUMBA_CACHE_DIR"] = path
+    os.environ.setdefault("NUMBA_CACHE_LOCATOR_CLASSES", LOCATORS)
     _prune(os.path.dirname(path), keep=path)
 
 
