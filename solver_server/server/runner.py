@@ -15,7 +15,6 @@ can rebuild its caches) and the solver continues from the last frame with a save
 """
 from __future__ import annotations
 
-import os
 import traceback
 from typing import Callable
 
