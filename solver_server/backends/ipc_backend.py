@@ -17,7 +17,8 @@ from solver_server.ipc.system import build_system
 from .base import Backend, FrameResult, ProgressFn
 
 
-FAST_SWEEPS = 200    # sweep budget per step of the fast (block descent) solver
+FAST_SUBSTEPS = 4    # the fast solver takes this many block-descent steps per solver step (Settings.substeps)
+FAST_SWEEPS = 25     # colour-sweep budget per block-descent step (VBD: few sweeps, small steps)
 KAPPA_FACTOR = 10.0  # barrier stiffness = KAPPA_FACTOR * kappa_min (geometric middle of [kmin, 100 kmin])
 
 
@@ -42,7 +43,10 @@ class IPCBackend(Backend):
         self.quality = getattr(st, "solver_quality", "accurate")
         if self.quality == "fast":
             from solver_server.blockdescent.stepper import BlockDescentStepper
-            self.stepper = BlockDescentStepper(self.system, st.dt, st.gravity, st.newton_tol * st.dt, FAST_SWEEPS, ct)
+            h = st.dt / FAST_SUBSTEPS
+            if ct is not None:
+                ct.kappa = self._initial_kappa(ct, h)
+            self.stepper = BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct)
         else:
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
                                        linear_solver)
@@ -64,7 +68,7 @@ class IPCBackend(Backend):
             raise SceneError(f"{'; '.join(parts)} intersect at the start frame; move them apart (at least the "
                              f"contact gap {format_length(ct.dhat)}) before baking", names[first[0]], "vertices")
 
-    def _initial_kappa(self, ct) -> float:
+    def _initial_kappa(self, ct, h: Optional[float] = None) -> float:
         """Barrier stiffness kappa (J/m^2) in this integrator's convention, where the barrier enters the
         incremental potential as h^2 kappa B(x): the contact library's bounds (kappa_min from the mass
         scale, Li et al. 2020 Sec. 4.3, kappa_max = 100 kappa_min) evaluated with the mass scale
@@ -72,7 +76,7 @@ class IPCBackend(Backend):
         rests ~3% of dhat above its offset surface, deep in the log barrier's stiff end, and the
         drape needed 1.75x the Newton iterations (docs/solver.md); 10x keeps resting gaps at ~1/3 dhat."""
         s = self.system
-        h = self.scene.settings.dt
+        h = self.scene.settings.dt if h is None else h
         m = s.mass[s.dynamic]
         m_avg = float(m.mean()) if m.size else 1.0
         kmin, kmax = ct.C.kappa_bounds(s.x0, ct.dhat, m_avg / h ** 2)
@@ -85,8 +89,9 @@ class IPCBackend(Backend):
         t0 = time.perf_counter()
         st = self.scene.settings
         its, contacts, dmin, ok = 0, 0, float("inf"), True
-        for k in range(st.substeps):
-            s = self.stepper.step(self.frame + (k + 1) / st.substeps)
+        n_steps = st.substeps * (FAST_SUBSTEPS if self.quality == "fast" else 1)
+        for k in range(n_steps):
+            s = self.stepper.step(self.frame + (k + 1) / n_steps)
             its += s.newton_iterations
             contacts = max(contacts, s.contacts)
             dmin = min(dmin, s.min_distance)

@@ -2,24 +2,33 @@
 
 At a detection point x0 every collision pair the Newton solver would consider (point-triangle and
 edge-edge, same exclusions: incident primitives, no self contact where the body has none, static
-collider pairs) either is a candidate of the broad phase with query distance r (its contact
-distance s_k(x0) = d_k - o_k is computed), or has s_k(x0) >= r. Each surface vertex i gets the ball
-|x_i - x0_i| <= b_i with
+collider pairs) either is a candidate of the broad phase with query distance r, or has
+s_k(x0) >= r (s = d - o, the contact distance). Each surface vertex i may then move by
+delta_i = x_i - x0_i inside the convex set
 
-    b_i = gamma * min(r, min over candidate pairs k containing i of s_k(x0)),   0 < gamma < 1/2.
+    |delta_i| <= gamma r   and   u_ik . delta_i <= gamma s_k(x0)  for every candidate pair k of i,
 
-Claim: every configuration x inside all balls, and every straight path between two such
-configurations, has s_k(x) >= (1 - 2 gamma) s_k(x0) > 0 for every pair (no intersection, and the
-barrier stays finite). Proof: the unsigned distance between a point and a triangle (or two
-segments) is the distance between two convex hulls; moving each vertex by at most delta moves
-every point of a hull by at most the largest vertex move of that hull (convex combination), so
-d_k changes by at most b_A + b_B <= 2 gamma s_k(x0) (both sides' vertices are in pair k, so
-their b <= gamma s_k) for candidates, and by at most 2 gamma r <= 2 gamma s_k(x0) for the others.
-The product of balls is convex, so segments between admissible configurations are admissible.
-Vertices that are on no collision primitive (interior tet nodes) get no ball.
+with 0 < gamma < 1/2 and u_ik = -n_k for a vertex on side A of the pair (the point, or the first
+edge), +n_k on side B (the triangle, or the second edge), n_k the unit vector from B's closest
+point to A's at x0.
 
-Only pairs that can become active inside the balls are kept for the barrier: s_k can fall to at
-most s_k(x0) - 2 gamma min(r, s_k(x0)); for s_k >= dhat / (1 - 2 gamma) that stays >= dhat.
+Claim: every configuration x with all delta_i in their sets, and every straight path between two
+such configurations, has s_k(x) >= (1 - 2 gamma) min(s_k(x0), r) > 0 for every pair: no
+intersection, and the barrier stays finite. Proof. Candidates: A and B are convex hulls of their
+vertices; at x0 the plane through B's closest point with normal n_k separates them with gap d_k
+(projection property: n . (z - q0) <= 0 for all z in B). Projection on n_k is 1-Lipschitz, so
+dist(A', B') >= min over A' of n.a - max over B' of n.b, both attained at vertices, and each
+vertex's term changes by at most gamma s_k by its constraint: d_k(x) >= d_k(x0) - 2 gamma s_k(x0).
+Pairs beyond the query distance: the distance between hulls changes by at most the largest vertex
+move of each side, <= gamma r each, so d_k(x) >= d_k(x0) - 2 gamma r with s_k(x0) >= r. Each set
+is convex (a ball cut by half-spaces) and contains delta = 0, so their product is convex and holds
+straight paths between its points.
+
+Motion along the contact (tangential sliding, a body translating parallel to another) is bounded
+only by gamma r; motion towards the other side by gamma s_k. Vertices on no collision primitive
+(interior tet nodes) get no bound. Only pairs that can become active inside the sets are kept for
+the barrier: s_k can fall by at most 2 gamma min(r, s_k(x0)); for s_k >= dhat / (1 - 2 gamma) it
+stays >= dhat.
 """
 from __future__ import annotations
 
@@ -27,6 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+
+import math
+
+from solver_server.ipc.contact.barrier_pair import pair_stencil_local
+from solver_server.ipc.contact.distance import stencil_closest
 
 from solver_server.ipc.contact.broad_phase import find_candidates
 from solver_server.ipc.contact.pairs import contact_distances, pair_set
@@ -39,7 +53,10 @@ class Detection:
     """Balls and the barrier's pair list at one detection point."""
 
     center: np.ndarray     # (n, 3) m, positions at detection
-    radius: np.ndarray     # (n,) m, inf for vertices on no collision primitive
+    radius: np.ndarray     # (n,) m, gamma r for surface vertices, inf for vertices on no collision primitive
+    cs_start: np.ndarray   # (n + 1,) int64 CSR of each vertex's half-space constraints
+    cs_u: np.ndarray       # (M, 3) unit normals u: u . (x_i - center_i) <= cs_b
+    cs_b: np.ndarray       # (M,) m, gamma s_k
     ids: np.ndarray        # (K, 4) int32 pairs that can become active inside the balls
     is_ee: np.ndarray      # (K,) uint8
     off: np.ndarray        # (K,) m, summed contact offsets
@@ -49,17 +66,45 @@ class Detection:
 
 
 @njit(cache=True, fastmath=False)
-def _vertex_min(ids, s, smin):
-    for k in range(ids.shape[0]):
+def _constraints(x, ids, is_ee, s, gamma, r_query, n):
+    """Half-space constraints (CSR by vertex) of every candidate pair: u . delta <= gamma s_k
+    (pairs with s_k >= r_query are skipped: the ball |delta| <= gamma r_query implies theirs)."""
+    K = ids.shape[0]
+    start = np.zeros(n + 1, np.int64)
+    for k in range(K):
+        if s[k] >= r_query:
+            continue  # implied by the ball
         for i in range(4):
-            v = ids[k, i]
-            if s[k] < smin[v]:
-                smin[v] = s[k]
+            start[ids[k, i] + 1] += 1
+    for v in range(n):
+        start[v + 1] += start[v]
+    fill = start[:-1].copy()
+    u = np.empty((start[n], 3))
+    b = np.empty(start[n])
+    X = np.empty(12)
+    for k in range(K):
+        if s[k] >= r_query:
+            continue
+        for i in range(4):
+            for a in range(3):
+                X[3 * i + a] = x[ids[k, i], a]
+        st = pair_stencil_local(X, is_ee[k])
+        c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
+        d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
+        for i in range(4):
+            side_a = i == 0 or (is_ee[k] and i == 1)
+            sg = -1.0 if side_a else 1.0
+            j = fill[ids[k, i]]
+            fill[ids[k, i]] += 1
+            for a in range(3):
+                u[j, a] = sg * r[a] / d
+            b[j] = gamma * s[k]
+    return start, u, b
 
 
 def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndarray,
            gamma: float = GAMMA) -> Detection:
-    """Candidates within r_query (m) at x, the per-vertex balls and the barrier pair list.
+    """Candidates within r_query (m) at x, the per-vertex admissible sets and the barrier pair list.
 
     Raises RuntimeError if some pair already has s <= 0: the invariant was broken upstream."""
     if not 0.0 < gamma < 0.5:
@@ -68,18 +113,20 @@ def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndar
     x = np.ascontiguousarray(x, np.float64)
     cands = find_candidates(x, mesh, r_query)
     ps = pair_set(cands, mesh, x)
-    smin = np.where(on_surface, r_query, np.inf)
+    n = x.shape[0]
+    radius = np.where(on_surface, gamma * r_query, np.inf)
     if len(ps):
         s = contact_distances(x, ps.ids, ps.is_ee, ps.off)
         if not (s > 0.0).all():
             raise RuntimeError(f"contact distance {float(s.min()):.3g} m <= 0 at a detection point")
-        _vertex_min(ps.ids, s, smin)
+        cs_start, cs_u, cs_b = _constraints(x, ps.ids, ps.is_ee, s, float(gamma), r_query, n)
         keep = s < dhat / (1.0 - 2.0 * gamma)
         smallest = float(s.min())
         ids, is_ee, off, epsx = ps.ids[keep], ps.is_ee[keep], ps.off[keep], ps.epsx[keep]
     else:
         smallest = float("inf")
+        cs_start, cs_u, cs_b = np.zeros(n + 1, np.int64), np.zeros((0, 3)), np.zeros(0)
         ids, is_ee = np.zeros((0, 4), np.int32), np.zeros(0, np.uint8)
         off, epsx = np.zeros(0), np.zeros(0)
-    return Detection(x.copy(), gamma * smin, np.ascontiguousarray(ids), np.ascontiguousarray(is_ee),
+    return Detection(x.copy(), radius, cs_start, cs_u, cs_b, np.ascontiguousarray(ids), np.ascontiguousarray(is_ee),
                      np.ascontiguousarray(off), np.ascontiguousarray(epsx), smallest, len(ps))

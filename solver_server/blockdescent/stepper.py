@@ -21,10 +21,12 @@ from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
 from .bounds import GAMMA, detect
 from .incidence import color_lists, incidence, vertex_colors
-from .sweep import run_sweeps
+from .sweep import initial_guess, run_sweeps
 
 PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
+QUERY_EDGE_FRACTION = 1.0  # broad-phase distance cap, in median edge lengths
+CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
 class BlockDescentStepper:
@@ -62,6 +64,14 @@ class BlockDescentStepper:
                    i32(el.rod_bends), f64(el.rod_kw), f64(el.rod_d0), *incidence(el.rod_bends, n))
         self.presc = np.zeros(n, np.bool_)
         self.presc[sys.bc_index] = True
+        # colliders move as rigid groups (one group per collider body), pins one by one
+        self.group = -np.ones(n, np.int32)
+        gi = 0
+        for b in sys.blocks:
+            if b.role == "collider":
+                self.group[b.offset:b.offset + b.n_nodes] = gi
+                gi += 1
+        self.n_groups = gi
         self.on_surface = np.zeros(n, bool)
         if contact is not None:
             m = contact.mesh
@@ -70,6 +80,7 @@ class BlockDescentStepper:
             e = sys.x0[m.edges[:, 1]] - sys.x0[m.edges[:, 0]]
             self.edge_scale = float(np.median(np.linalg.norm(e, axis=1))) if len(e) else 1.0
         self.detections = 0
+        self.cut_limit = max(8, int(CUT_FRACTION * n))
 
     # --- pieces -----------------------------------------------------------------------------------
     def _empty_contact(self, dhat: float, kappa: float) -> tuple:
@@ -93,11 +104,11 @@ class BlockDescentStepper:
                 *incidence(ids, n), x_n, eps)
 
     def _query_radius(self, x: np.ndarray, target: np.ndarray) -> float:
-        """Broad-phase distance (m): large enough that isolated vertices can make their whole
-        predicted move in one detection, but not beyond the mesh's edge scale (beyond it the
-        neighbours on the same surface bound the balls anyway)."""
+        """Broad-phase distance (m): large enough that a vertex can make its whole predicted move
+        in one detection (ball radius gamma r), capped at QUERY_EDGE_FRACTION edge lengths (the
+        candidate count grows with the square of r / edge length)."""
         d = np.sqrt(((target - x) ** 2).sum(1)).max() if len(x) else 0.0
-        return float(min(max(d / self.gamma, 0.0), 2.0 * self.edge_scale))
+        return float(min(d / self.gamma, QUERY_EDGE_FRACTION * self.edge_scale))
 
     # --- the step ---------------------------------------------------------------------------------
     def step(self, frame_end: float) -> StepStats:
@@ -126,6 +137,7 @@ class BlockDescentStepper:
         mass = np.ascontiguousarray(s.mass, np.float64)
         big = 0.0
         min_d = float("inf")
+        first = True
         with threads_for(self.n_elements):
             while left > 0:
                 if ct is not None:
@@ -133,13 +145,17 @@ class BlockDescentStepper:
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
                     CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
-                    center, radius = det.center, det.radius
+                    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
                 else:
                     CT = self._empty_contact(0.0, 0.0)
-                    center, radius = x.copy(), np.full(s.n, np.inf)
-                run_sweeps(left, x, y, mass, inv_h2, self.presc, target, center, radius, self.EL, CT, FR,
+                    BD = (x.copy(), np.full(s.n, np.inf), np.zeros(s.n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
+                if first:
+                    initial_guess(x, y, self.presc, BD, self.EL)
+                    first = False
+                run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
+                           CT, FR,
                            self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
-                           k_cheb, omega, out)
+                           k_cheb, omega, self.cut_limit, out)
                 done = int(out[0])
                 big = float(out[1])
                 k_cheb, omega = int(out[4]), float(out[5])

@@ -4,11 +4,12 @@ acceleration across sweeps, inside the displacement bounds of the last contact d
 Per vertex i (book "Optimization time integrator" restricted to one vertex; VBD Sec. 3):
   g_i = m_i/h^2 (x_i - y_i) + dPsi/dx_i + kappa dB/dx_i + dD/dx_i,   H_i = m_i/h^2 I + blocks,
   x_i <- x_i - H_i^{-1} g_i,
-then the new position is projected onto the vertex's ball (centre c_i, radius r_i: bounds.py) and,
-when the vertex belongs to tetrahedra, the move is shortened so each of them keeps at least
-VOLUME_KEEP of its volume: a tet's volume is affine in one vertex's position, so the test is
-exact. Prescribed vertices (colliders, pins) step straight to their targets, bounded the same
-way. Everything runs in one numba call per batch of sweeps (no Python per colour or vertex).
+then the move is cut at the vertex's admissible set (bounds.py: a ball cut by one half-space per
+nearby contact pair; the rest of the move slides along the blocking constraint) and, when the
+vertex belongs to tetrahedra, shortened so each of them keeps at least VOLUME_KEEP of its volume:
+a tet's volume is affine in one vertex's position, so the test is exact. Pins step straight to
+their targets, bounded the same way; colliders move rigidly by the largest common fraction of
+their keyframed motion that all their vertices admit. Everything runs in one numba call per batch of sweeps (no Python per colour or vertex).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .vertex_elastic import bending_vertex, membrane_vertex, rod_stretch_vertex,
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 TRUNC_SLACK = 1.0e-9   # relative: a step cut by more than this counts as truncated
+CUT_PATIENCE = 8       # sweeps with a few cut vertices before the caller re-detects
 
 
 @njit(cache=True, fastmath=False)
@@ -88,21 +90,77 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
 
 
 @njit(cache=True, fastmath=False)
-def _bound_and_keep_tets(v, x, p, center, radius, EL):
-    """Project p onto v's ball and shorten the move x_v -> p so incident tets keep VOLUME_KEEP of
-    their volume; returns 1 if the ball cut the step."""
+def _ray_fraction(v, cur, dx, BD):
+    """Largest t in [0, 1] with cur + t dx inside vertex v's admissible set (bounds.py), and the
+    blocking constraint's outward normal into nb (3,) when t < 1 (zero vector if none)."""
+    center, radius, cs_s, cs_u, cs_b, nb = BD[0], BD[1], BD[2], BD[3], BD[4], BD[5]
+    t = 1.0
+    blk = -1
+    e0 = cur[0] - center[v, 0]
+    e1 = cur[1] - center[v, 1]
+    e2 = cur[2] - center[v, 2]
+    for j in range(cs_s[v], cs_s[v + 1]):
+        ud = cs_u[j, 0] * dx[0] + cs_u[j, 1] * dx[1] + cs_u[j, 2] * dx[2]
+        if ud > 0.0:
+            slack = cs_b[j] - (cs_u[j, 0] * e0 + cs_u[j, 1] * e1 + cs_u[j, 2] * e2)
+            tj = max(slack, 0.0) / ud
+            if tj < t:
+                t = tj
+                blk = j
+    R = radius[v]
+    if R < np.inf:
+        a = dx[0] * dx[0] + dx[1] * dx[1] + dx[2] * dx[2]
+        if a > 0.0:
+            bq = e0 * dx[0] + e1 * dx[1] + e2 * dx[2]
+            c = e0 * e0 + e1 * e1 + e2 * e2 - R * R
+            if c > 0.0:
+                c = 0.0
+            tb = (-bq + math.sqrt(max(bq * bq - a * c, 0.0))) / a
+            if tb < t:
+                t = max(tb, 0.0)
+                blk = -2
+    nb[0] = 0.0
+    nb[1] = 0.0
+    nb[2] = 0.0
+    if blk >= 0:
+        for q in range(3):
+            nb[q] = cs_u[blk, q]
+    elif blk == -2:
+        f0, f1, f2 = e0 + t * dx[0], e1 + t * dx[1], e2 + t * dx[2]
+        fn = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
+        if fn > 0.0:
+            nb[0], nb[1], nb[2] = f0 / fn, f1 / fn, f2 / fn
+    return t
+
+
+@njit(cache=True, fastmath=False)
+def _admissible_move(v, x, p, BD, EL, slide):
+    """Replace the target p of vertex v by an admissible one: along the ray x_v -> p up to the
+    first constraint, then (if ``slide``) the rest of the move with its component into that
+    constraint removed, again up to the first constraint; finally shortened so every incident tet
+    keeps VOLUME_KEEP of its volume. Returns 1 if a constraint cut the move."""
+    cur = np.empty(3)
+    dx = np.empty(3)
+    nb = np.empty(3)
+    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
+    for a in range(3):
+        cur[a] = x[v, a]
+        dx[a] = p[a] - cur[a]
+    t = _ray_fraction(v, cur, dx, BDn)
     cut = 0
-    d0 = p[0] - center[v, 0]
-    d1 = p[1] - center[v, 1]
-    d2 = p[2] - center[v, 2]
-    dn = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
-    rv = radius[v]
-    if dn > rv * (1.0 + TRUNC_SLACK):
-        sc = rv / dn
-        p[0] = center[v, 0] + d0 * sc
-        p[1] = center[v, 1] + d1 * sc
-        p[2] = center[v, 2] + d2 * sc
+    if t < 1.0:
         cut = 1
+        for a in range(3):
+            p[a] = cur[a] + t * dx[a]
+        if slide and (nb[0] != 0.0 or nb[1] != 0.0 or nb[2] != 0.0):
+            rest = 1.0 - t
+            into = rest * (dx[0] * nb[0] + dx[1] * nb[1] + dx[2] * nb[2])
+            for a in range(3):
+                cur[a] = p[a]
+                dx[a] = rest * dx[a] - max(into, 0.0) * nb[a]
+            t2 = _ray_fraction(v, cur, dx, BDn)
+            for a in range(3):
+                p[a] = cur[a] + t2 * dx[a]
     tets = EL[14]
     vT_s, vT_e, vT_k = EL[20], EL[21], EL[22]
     t = 1.0
@@ -120,8 +178,45 @@ def _bound_and_keep_tets(v, x, p, center, radius, EL):
     return cut
 
 
+@njit(cache=True, fastmath=False)
+def _move_colliders(x, target, group, n_groups, BD):
+    """Move each prescribed body (group >= 0: a collider) rigidly along its keyframed motion by one
+    common fraction of the way, the largest every vertex of it admits: a collider never deforms,
+    and stops short where cloth or another body is in the way (the next detection lets it go on)."""
+    if n_groups == 0:
+        return
+    frac = np.ones(n_groups)
+    nb = np.empty(3)
+    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
+    cur = np.empty(3)
+    dx = np.empty(3)
+    for v in range(x.shape[0]):
+        gi = group[v]
+        if gi < 0:
+            continue
+        moving = False
+        for a in range(3):
+            cur[a] = x[v, a]
+            dx[a] = target[v, a] - x[v, a]
+            if dx[a] != 0.0:
+                moving = True
+        if moving:
+            frac[gi] = min(frac[gi], _ray_fraction(v, cur, dx, BDn))
+    for v in range(x.shape[0]):
+        gi = group[v]
+        if gi < 0:
+            continue
+        t = frac[gi]
+        if t >= 1.0:
+            for a in range(3):
+                x[v, a] = target[v, a]
+        else:
+            for a in range(3):
+                x[v, a] = x[v, a] + t * (target[v, a] - x[v, a])
+
+
 @njit(cache=True, fastmath=False, parallel=True)
-def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, CT, FR, newp, stat):
+def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat):
     """New positions of one colour's vertices into newp (len, 3); stat[j] = (residual length (m), cut):
     the residual length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone."""
     nv = verts.shape[0]
@@ -138,6 +233,12 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, C
         for j in range(ch * nv // nch, (ch + 1) * nv // nch):
             v = verts[j]
             res = 0.0
+            if group[v] >= 0:  # collider vertex: moved with its body by _move_colliders
+                for a in range(3):
+                    newp[j, a] = x[v, a]
+                stat[j, 0] = 0.0
+                stat[j, 1] = 0
+                continue
             if presc[v]:
                 for a in range(3):
                     p[a] = target[v, a]
@@ -147,7 +248,7 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, C
                         p[a] = x[v, a]
                 # residual as a length: the move the force g would cause on the vertex's inertia alone
                 res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
-            cut = _bound_and_keep_tets(v, x, p, center, radius, EL)
+            cut = _admissible_move(v, x, p, BD, EL, True)
             for a in range(3):
                 newp[j, a] = p[a]
             stat[j, 0] = res
@@ -159,24 +260,27 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, C
 
 
 @njit(cache=True, fastmath=False)
-def _accelerate(x, xbar, x_prev2, omega, presc, center, radius, tets, vol_before):
-    """x = omega (xbar - x_prev2) + x_prev2 for free vertices, projected onto the balls; falls back to
-    xbar (returns False) if any tet would keep less than VOLUME_KEEP of its volume at xbar."""
+def _accelerate(x, xbar, x_prev2, omega, presc, BD, EL, vol_before):
+    """x = omega (xbar - x_prev2) + x_prev2 for free vertices, each cut back along its ray from xbar
+    to its admissible set; falls back to xbar (returns False) if any tet would keep less than
+    VOLUME_KEEP of its volume at xbar (all vertices move at once, so the per-vertex test is not
+    enough here)."""
     n = x.shape[0]
+    p = np.empty(3)
+    cur = np.empty(3)
+    dx = np.empty(3)
+    nb = np.empty(3)
+    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     for v in range(n):
         if presc[v]:
-            for a in range(3):
-                x[v, a] = xbar[v, a]
             continue
-        d = 0.0
         for a in range(3):
-            x[v, a] = omega * (xbar[v, a] - x_prev2[v, a]) + x_prev2[v, a]
-            d += (x[v, a] - center[v, a]) ** 2
-        d = math.sqrt(d)
-        if d > radius[v]:
-            sc = radius[v] / d
-            for a in range(3):
-                x[v, a] = center[v, a] + (x[v, a] - center[v, a]) * sc
+            cur[a] = xbar[v, a]
+            dx[a] = omega * (xbar[v, a] - x_prev2[v, a]) + x_prev2[v, a] - xbar[v, a]
+        t = _ray_fraction(v, cur, dx, BDn)
+        for a in range(3):
+            x[v, a] = cur[a] + t * dx[a]
+    tets = EL[14]
     for e in range(tets.shape[0]):
         V = tet_volume_moving(x, tets[e], 0, x[tets[e, 0]])
         if V < VOLUME_KEEP * vol_before[e]:
@@ -188,18 +292,52 @@ def _accelerate(x, xbar, x_prev2, omega, presc, center, radius, tets, vol_before
 
 
 @njit(cache=True, fastmath=False)
+def initial_guess(x, y, presc, BD, EL):
+    """Start a step from the inertia target y (exact for free flight and rigid translation),
+    each free vertex moved towards it as far as its admissible set allows; reverted if a tet
+    would lose more than 1 - VOLUME_KEEP of its volume."""
+    n = x.shape[0]
+    tets = EL[14]
+    vol_before = np.empty(tets.shape[0])
+    _tet_volumes(x, tets, vol_before)
+    x_old = x.copy()
+    p = np.empty(3)
+    nb = np.empty(3)
+    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
+    cur = np.empty(3)
+    dx = np.empty(3)
+    for v in range(n):
+        if presc[v]:
+            continue
+        for a in range(3):
+            cur[a] = x_old[v, a]
+            dx[a] = y[v, a] - x_old[v, a]
+        t = _ray_fraction(v, cur, dx, BDn)
+        for a in range(3):
+            x[v, a] = cur[a] + t * dx[a]
+    for e in range(tets.shape[0]):
+        V = tet_volume_moving(x, tets[e], 0, x[tets[e, 0]])
+        if V < VOLUME_KEEP * vol_before[e]:
+            x[:, :] = x_old
+            return False
+    return True
+
+
+@njit(cache=True, fastmath=False)
 def _tet_volumes(x, tets, out):
     for e in range(tets.shape[0]):
         out[e] = tet_volume_moving(x, tets[e], 0, x[tets[e, 0]])
 
 
 @njit(cache=True, fastmath=False)
-def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL, CT, FR,
-               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, out):
+def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, BD, EL, CT, FR,
+               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, out):
     """Up to max_sweeps Gauss-Seidel sweeps over all colours, with Chebyshev acceleration
     (spectral-radius estimate rho; 0 switches it off). Stops early when the largest free-vertex
     step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
-    (out[3] = 1), or when a step was cut by a ball (out[2] = 1: the caller re-detects contact).
+    (out[3] = 1), or when balls cut the steps of cut_limit vertices in one sweep, or of any vertex
+    once CUT_PATIENCE sweeps have passed since the detection (out[2] = vertices cut: the caller re-detects contact, which
+    re-centres the balls).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
     out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after)."""
     n = x.shape[0]
@@ -213,10 +351,12 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL
     stat = np.empty((maxlen, 2))
     xbar = np.empty_like(x)
     done = 0
+    since_detect = 0
     big = 0.0
     cut = 0
     conv = 0
     for it in range(max_sweeps):
+        _move_colliders(x, target, group, n_groups, BD)
         for v in range(n):
             for a in range(3):
                 x_prev2[v, a] = x_prev1[v, a]
@@ -226,14 +366,14 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL
         for c in range(ncol):
             verts = col_verts[col_start[c]:col_start[c + 1]]
             nv = verts.shape[0]
-            _sweep_color(verts, x, y, mass, inv_h2, presc, target, center, radius, EL, CT, FR, newp[:nv],
-                         stat[:nv])
+            _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp[:nv], stat[:nv])
             for j in range(nv):
                 if stat[j, 1] > 0:
-                    cut = 1
+                    cut += 1
                 if not presc[verts[j]] and stat[j, 0] > big:
                     big = stat[j, 0]
         done += 1
+        since_detect += 1
         k_cheb += 1
         if rho > 0.0 and cut == 0:
             if k_cheb == 1:
@@ -247,7 +387,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL
                     for a in range(3):
                         xbar[v, a] = x[v, a]
                 _tet_volumes(x, tets, vol_before)
-                if not _accelerate(x, xbar, x_prev2, omega, presc, center, radius, tets, vol_before):
+                if not _accelerate(x, xbar, x_prev2, omega, presc, BD, EL, vol_before):
                     k_cheb = 0
         else:
             k_cheb = 0
@@ -263,7 +403,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, target, center, radius, EL
         if big < tol and reached:
             conv = 1
             break
-        if cut:
+        if cut >= cut_limit or (cut > 0 and since_detect >= CUT_PATIENCE):
             break
     out[0] = done
     out[1] = big
