@@ -29,12 +29,14 @@ AREAS = {
     "kernels": "bench_kernels.py",
     "ipc": "bench_ipc.py",
     "mpm": "bench_mpm.py",
+    "fast": "bench_fast.py",
 }
 TITLES = {
     "protocol": "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy",
     "kernels": "Contact kernels: distances, CCD and barrier vs IPC Toolkit (ipctk)",
     "ipc": "IPC solver: drape vs Blender's cloth, stack, scaling",
     "mpm": "MPM: particle-steps per second vs Taichi (CPU)",
+    "fast": "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver",
 }
 
 
