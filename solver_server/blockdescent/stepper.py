@@ -24,6 +24,8 @@ from .incidence import color_lists, incidence, vertex_colors
 from .sweep import initial_guess, run_sweeps
 
 PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
+PRESCRIBED_EXTRA = 8    # extra sweep budgets (x max_sweeps) a step may spend to bring colliders and pins
+                        # to their keyframes: a keyframed object must be where the artist put it
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
 QUERY_EDGE_FRACTION = 1.0  # broad-phase distance cap, in median edge lengths
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
@@ -110,6 +112,11 @@ class BlockDescentStepper:
         d = np.sqrt(((target - x) ** 2).sum(1)).max() if len(x) else 0.0
         return float(min(d / self.gamma, QUERY_EDGE_FRACTION * self.edge_scale))
 
+    def _arrived(self, x: np.ndarray, target: np.ndarray) -> bool:
+        """Every prescribed vertex (collider, pin) is at its target."""
+        i = self.s.bc_index
+        return not len(i) or float(np.abs(x[i] - target[i]).max()) <= PRESCRIBED_TOL
+
     # --- the step ---------------------------------------------------------------------------------
     def step(self, frame_end: float) -> StepStats:
         t0 = time.perf_counter()
@@ -139,7 +146,10 @@ class BlockDescentStepper:
         min_d = float("inf")
         first = True
         with threads_for(self.n_elements):
-            while left > 0:
+            extra = PRESCRIBED_EXTRA * self.max_sweeps
+            while left > 0 or (extra > 0 and not self._arrived(x, target)):
+                if left <= 0:
+                    left, extra = min(extra, self.max_sweeps), extra - min(extra, self.max_sweeps)
                 if ct is not None:
                     det = detect(x, ct.mesh, self._query_radius(x, target), dhat, self.on_surface, self.gamma)
                     self.detections += 1

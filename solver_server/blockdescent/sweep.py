@@ -181,10 +181,11 @@ def _admissible_move(v, x, p, BD, EL, slide):
 @njit(cache=True, fastmath=False)
 def _move_colliders(x, target, group, n_groups, BD):
     """Move each prescribed body (group >= 0: a collider) rigidly along its keyframed motion by one
-    common fraction of the way, the largest every vertex of it admits: a collider never deforms,
-    and stops short where cloth or another body is in the way (the next detection lets it go on)."""
+    common fraction of the way, the largest every vertex of it admits: a collider never deforms.
+    Returns True when some collider stopped short (cloth or another body in the way): the caller
+    re-detects, which lets it go on as the bodies in its way move."""
     if n_groups == 0:
-        return
+        return False
     frac = np.ones(n_groups)
     nb = np.empty(3)
     BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
@@ -213,6 +214,7 @@ def _move_colliders(x, target, group, n_groups, BD):
         else:
             for a in range(3):
                 x[v, a] = x[v, a] + t * (target[v, a] - x[v, a])
+    return frac.min() < 1.0
 
 
 @njit(cache=True, fastmath=False, parallel=True)
@@ -356,7 +358,10 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     cut = 0
     conv = 0
     for it in range(max_sweeps):
-        _move_colliders(x, target, group, n_groups, BD)
+        blocked = _move_colliders(x, target, group, n_groups, BD)
+        if blocked and since_detect >= 2:
+            cut = cut_limit
+            break
         for v in range(n):
             for a in range(3):
                 x_prev2[v, a] = x_prev1[v, a]
