@@ -24,6 +24,9 @@ move of each side, <= gamma r each, so d_k(x) >= d_k(x0) - 2 gamma r with s_k(x0
 is convex (a ball cut by half-spaces) and contains delta = 0, so their product is convex and holds
 straight paths between its points.
 
+A vertex with MAX_CONSTRAINTS or more pairs gets the ball radius gamma s_k of its MAX_CONSTRAINTS-th
+closest pair instead of gamma r, which implies (and drops) every constraint with a bound at least that.
+
 Motion along the contact (tangential sliding, a body translating parallel to another) is bounded
 only by gamma r; motion towards the other side by gamma s_k. Vertices on no collision primitive
 (interior tet nodes) get no bound. Only pairs that can become active inside the sets are kept for
@@ -46,6 +49,7 @@ from solver_server.ipc.contact.broad_phase import find_candidates
 from solver_server.ipc.contact.pairs import contact_distances, pair_set
 
 GAMMA = 0.4  # fraction of the clearance a vertex may use between detections (< 1/2)
+MAX_CONSTRAINTS = 16  # per vertex: the ball shrinks to the 16th closest pair's bound, which implies the rest
 
 
 @dataclass
@@ -66,16 +70,36 @@ class Detection:
 
 
 @njit(cache=True, fastmath=False)
-def _constraints(x, ids, is_ee, s, gamma, r_query, n):
-    """Half-space constraints (CSR by vertex) of every candidate pair: u . delta <= gamma s_k
-    (pairs with s_k >= r_query are skipped: the ball |delta| <= gamma r_query implies theirs)."""
+def _constraints(x, ids, is_ee, s, gamma, r_query, radius, kmax):
+    """Half-space constraints (CSR by vertex) u . delta <= gamma s_k of the candidate pairs, at most
+    kmax - 1 per vertex: a vertex with kmax or more pairs closer than r_query gets the ball radius
+    gamma s of its kmax-th closest pair (radius is updated in place), which implies every constraint
+    with a bound >= that radius (|delta| <= R <= b gives u . delta <= b); implied ones are dropped.
+    Closest points are computed only for pairs that give some vertex a constraint."""
     K = ids.shape[0]
+    n = radius.shape[0]
+    best = np.full((n, kmax), np.inf)
+    for k in range(K):
+        sk = s[k]
+        if sk >= r_query:
+            continue
+        for i in range(4):
+            v = ids[k, i]
+            if sk < best[v, kmax - 1]:
+                j = kmax - 1
+                while j > 0 and best[v, j - 1] > sk:
+                    best[v, j] = best[v, j - 1]
+                    j -= 1
+                best[v, j] = sk
+    for v in range(n):
+        if best[v, kmax - 1] < np.inf:
+            radius[v] = min(radius[v], gamma * best[v, kmax - 1])
     start = np.zeros(n + 1, np.int64)
     for k in range(K):
-        if s[k] >= r_query:
-            continue  # implied by the ball
+        bk = gamma * s[k]
         for i in range(4):
-            start[ids[k, i] + 1] += 1
+            if bk < radius[ids[k, i]]:
+                start[ids[k, i] + 1] += 1
     for v in range(n):
         start[v + 1] += start[v]
     fill = start[:-1].copy()
@@ -83,7 +107,12 @@ def _constraints(x, ids, is_ee, s, gamma, r_query, n):
     b = np.empty(start[n])
     X = np.empty(12)
     for k in range(K):
-        if s[k] >= r_query:
+        bk = gamma * s[k]
+        need = False
+        for i in range(4):
+            if bk < radius[ids[k, i]]:
+                need = True
+        if not need:
             continue
         for i in range(4):
             for a in range(3):
@@ -92,13 +121,16 @@ def _constraints(x, ids, is_ee, s, gamma, r_query, n):
         c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
         d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
         for i in range(4):
+            v = ids[k, i]
+            if bk >= radius[v]:
+                continue
             side_a = i == 0 or (is_ee[k] and i == 1)
             sg = -1.0 if side_a else 1.0
-            j = fill[ids[k, i]]
-            fill[ids[k, i]] += 1
+            j = fill[v]
+            fill[v] += 1
             for a in range(3):
                 u[j, a] = sg * r[a] / d
-            b[j] = gamma * s[k]
+            b[j] = bk
     return start, u, b
 
 
@@ -119,7 +151,7 @@ def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndar
         s = contact_distances(x, ps.ids, ps.is_ee, ps.off)
         if not (s > 0.0).all():
             raise RuntimeError(f"contact distance {float(s.min()):.3g} m <= 0 at a detection point")
-        cs_start, cs_u, cs_b = _constraints(x, ps.ids, ps.is_ee, s, float(gamma), r_query, n)
+        cs_start, cs_u, cs_b = _constraints(x, ps.ids, ps.is_ee, s, float(gamma), r_query, radius, MAX_CONSTRAINTS)
         keep = s < dhat / (1.0 - 2.0 * gamma)
         smallest = float(s.min())
         ids, is_ee, off, epsx = ps.ids[keep], ps.is_ee[keep], ps.off[keep], ps.epsx[keep]

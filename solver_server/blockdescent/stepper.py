@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+import numba
 import numpy as np
 
 from solver_server.ipc.contact.threads import threads_for
@@ -27,7 +28,7 @@ PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has ar
 PRESCRIBED_EXTRA = 8    # extra sweep budgets (x max_sweeps) a step may spend to bring colliders and pins
                         # to their keyframes: a keyframed object must be where the artist put it
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
-QUERY_EDGE_FRACTION = 1.0  # broad-phase distance cap, in median edge lengths
+QUERY_EDGE_FRACTION = 0.5  # broad-phase distance cap, in median edge lengths
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
@@ -165,7 +166,7 @@ class BlockDescentStepper:
                 run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
                            CT, FR,
                            self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
-                           k_cheb, omega, self.cut_limit, out)
+                           k_cheb, omega, self.cut_limit, numba.get_num_threads() > 1, out)
                 done = int(out[0])
                 big = float(out[1])
                 k_cheb, omega = int(out[4]), float(out[5])

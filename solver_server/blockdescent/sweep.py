@@ -23,6 +23,7 @@ from .vertex_elastic import bending_vertex, membrane_vertex, rod_stretch_vertex,
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 TRUNC_SLACK = 1.0e-9   # relative: a step cut by more than this counts as truncated
+PARALLEL_MIN_VERTICES = 2000  # a colour this large is swept on numba's threads (when the caller allows)
 CUT_PATIENCE = 8       # sweeps with a few cut vertices before the caller re-detects
 
 
@@ -49,7 +50,7 @@ def _solve3(H, g, out):
     return True
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
     """Newton target p (3,) of free vertex v; returns False when the local system is singular."""
     (tris, tri_Dm, tri_w, tri_mu, tri_lam, vt_s, vt_e, vt_k,
@@ -89,7 +90,7 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
     return ok
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _ray_fraction(v, cur, dx, BD):
     """Largest t in [0, 1] with cur + t dx inside vertex v's admissible set (bounds.py), and the
     blocking constraint's outward normal into nb (3,) when t < 1 (zero vector if none)."""
@@ -133,7 +134,7 @@ def _ray_fraction(v, cur, dx, BD):
     return t
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, inline="always")
 def _admissible_move(v, x, p, BD, EL, slide):
     """Replace the target p of vertex v by an admissible one: along the ray x_v -> p up to the
     first constraint, then (if ``slide``) the rest of the move with its component into that
@@ -217,44 +218,62 @@ def _move_colliders(x, target, group, n_groups, BD):
     return frac.min() < 1.0
 
 
+@njit(cache=True, fastmath=False)
+def _sweep_range(j0, j1, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat):
+    """New positions of verts[j0:j1] into newp; stat[j] = (residual length (m), cut): the residual
+    length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone."""
+    g = np.empty(3)
+    H = np.empty((3, 3))
+    J = np.zeros((3, 12))
+    s5 = np.empty((5, 3))
+    dv = np.empty(3)
+    r = np.empty(3)
+    X = np.empty(12)
+    p = np.empty(3)
+    for j in range(j0, j1):
+        v = verts[j]
+        res = 0.0
+        if group[v] >= 0:  # collider vertex: moved with its body by _move_colliders
+            for a in range(3):
+                newp[j, a] = x[v, a]
+            stat[j, 0] = 0.0
+            stat[j, 1] = 0
+            continue
+        if presc[v]:
+            for a in range(3):
+                p[a] = target[v, a]
+        else:
+            if not _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
+                for a in range(3):
+                    p[a] = x[v, a]
+            res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
+        cut = _admissible_move(v, x, p, BD, EL, True)
+        for a in range(3):
+            newp[j, a] = p[a]
+        stat[j, 0] = res
+        stat[j, 1] = cut
+
+
 @njit(cache=True, fastmath=False, parallel=True)
-def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat):
-    """New positions of one colour's vertices into newp (len, 3); stat[j] = (residual length (m), cut):
-    the residual length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone."""
+def _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat):
+    """One colour's new positions, chunks of vertices on numba's threads."""
     nv = verts.shape[0]
     nch = max(1, min(nv, 32))
     for ch in prange(nch):
-        g = np.empty(3)
-        H = np.empty((3, 3))
-        J = np.zeros((3, 12))
-        s5 = np.empty((5, 3))
-        dv = np.empty(3)
-        r = np.empty(3)
-        X = np.empty(12)
-        p = np.empty(3)
-        for j in range(ch * nv // nch, (ch + 1) * nv // nch):
-            v = verts[j]
-            res = 0.0
-            if group[v] >= 0:  # collider vertex: moved with its body by _move_colliders
-                for a in range(3):
-                    newp[j, a] = x[v, a]
-                stat[j, 0] = 0.0
-                stat[j, 1] = 0
-                continue
-            if presc[v]:
-                for a in range(3):
-                    p[a] = target[v, a]
-            else:
-                if not _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
-                    for a in range(3):
-                        p[a] = x[v, a]
-                # residual as a length: the move the force g would cause on the vertex's inertia alone
-                res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
-            cut = _admissible_move(v, x, p, BD, EL, True)
-            for a in range(3):
-                newp[j, a] = p[a]
-            stat[j, 0] = res
-            stat[j, 1] = cut
+        _sweep_range(ch * nv // nch, (ch + 1) * nv // nch, verts, x, y, mass, inv_h2, presc, group, target, BD,
+                     EL, CT, FR, newp, stat)
+
+
+@njit(cache=True, fastmath=False)
+def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat, parallel):
+    """Update one colour (Jacobi inside it): new positions first, then written back. ``parallel``
+    False skips numba's parallel launch, which costs more than it saves on small colours or a
+    busy machine (contact/threads.py)."""
+    nv = verts.shape[0]
+    if parallel:
+        _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat)
+    else:
+        _sweep_range(0, nv, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat)
     for j in range(nv):
         v = verts[j]
         for a in range(3):
@@ -333,7 +352,7 @@ def _tet_volumes(x, tets, out):
 
 @njit(cache=True, fastmath=False)
 def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, BD, EL, CT, FR,
-               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, out):
+               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, parallel, out):
     """Up to max_sweeps Gauss-Seidel sweeps over all colours, with Chebyshev acceleration
     (spectral-radius estimate rho; 0 switches it off). Stops early when the largest free-vertex
     step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
@@ -371,7 +390,8 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
         for c in range(ncol):
             verts = col_verts[col_start[c]:col_start[c + 1]]
             nv = verts.shape[0]
-            _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp[:nv], stat[:nv])
+            _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp[:nv], stat[:nv],
+                         parallel and nv >= PARALLEL_MIN_VERTICES)
             for j in range(nv):
                 if stat[j, 1] > 0:
                     cut += 1
