@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vertex_contact import barrier_vertex, friction_vertex
-from .vertex_elastic import bending_vertex, membrane_vertex, rod_stretch_vertex, tet_vertex, tet_volume_moving
+from .vertex_elastic import bending_vertex, hinge_vertex, membrane_vertex, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 TRUNC_SLACK = 1.0e-9   # relative: a step cut by more than this counts as truncated
@@ -68,7 +68,7 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
         membrane_vertex(x, tris[e], tri_Dm[e], tri_w[e], tri_mu[e], tri_lam[e], vt_k[j], g, H, True)
     for j in range(vh_s[v], vh_s[v + 1]):
         e = vh_e[j]
-        bending_vertex(0, x, hin[e], hin_kw[e], hin_d0[e], vh_k[j], g, H, J, s5, dv, r)
+        hinge_vertex(x, hin[e], hin_kw[e], hin_d0[e], vh_k[j], g, H, J)
     for j in range(vT_s[v], vT_s[v + 1]):
         e = vT_e[j]
         tet_vertex(x, tets[e], tet_Dm[e], tet_vol[e], tet_mu[e], tet_lam[e], tet_model[e], vT_k[j], g, H, True)
