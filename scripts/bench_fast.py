@@ -132,7 +132,10 @@ def main() -> None:
     res = run(sizes, frames, acc, not a.no_blender)
     print(markdown(res, frames))
     if a.plot:
-        plot(res, a.plot)
+        try:
+            plot(res, a.plot)
+        except ImportError as e:  # matplotlib comes with the bench extra: pip install -e ".[bench]"
+            _log(f"no plot: {e}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .vertex_elastic import bending_vertex, hinge_vertex, membrane_vertex, rod_s
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 TRUNC_SLACK = 1.0e-9   # relative: a step cut by more than this counts as truncated
-PARALLEL_MIN_VERTICES = 2000  # a colour this large is swept on numba's threads (when the caller allows)
+PARALLEL_MIN_VERTICES = 500  # a colour this large is swept on numba's threads (when the caller allows)
 CUT_PATIENCE = 8       # sweeps with a few cut vertices before the caller re-detects
 
 
