@@ -120,12 +120,16 @@ def _constraints(x, ids, is_ee, s, gamma, r_query, radius, kmax):
         st = pair_stencil_local(X, is_ee[k])
         c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
         d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
+        # r = sum c_i x_i points from B's closest point to A's when side A's coefficients sum to +1;
+        # the stencil may start from a B-side point (e.g. the end point of the second edge), then -1
+        ca = c[0] + (c[1] if is_ee[k] else 0.0)
+        orient = 1.0 if ca > 0.0 else -1.0
         for i in range(4):
             v = ids[k, i]
             if bk >= radius[v]:
                 continue
             side_a = i == 0 or (is_ee[k] and i == 1)
-            sg = -1.0 if side_a else 1.0
+            sg = -orient if side_a else orient
             j = fill[v]
             fill[v] += 1
             for a in range(3):

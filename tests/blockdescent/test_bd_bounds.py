@@ -431,18 +431,10 @@ def _constraint_mismatches(det, cons, scale):
     return missing, wrong_sign, extra
 
 
-# which meshes hit the edge-edge sign bug at the fixed seeds below (see test_edge_endpoint_half_space_sign)
-SIGN_BUG = ("bounds._constraints takes n_k = r / |r| from distance.stencil_closest, whose r points from B to A "
-            "only for some closest features: for an edge-edge pair whose closest point is an END POINT OF THE "
-            "SECOND EDGE (point-edge or point-point feature with the point in slot 2 or 3) r points from A to B, "
-            "so all four half-spaces of that pair point away from the other edge (measured 2026-11-23 at "
-            "f1c5c58: {}).")
-
-
 def _mesh(name, sign_bug=None):
+    """A parametrised mesh name (sign_bug: the edge-edge orientation bug this mesh exposed before
+    bounds._constraints oriented n_k by the coefficient sum; kept as documentation)."""
     marks = [pytest.mark.slow] if name == "fine_cloth_patches" else []
-    if sign_bug:
-        marks.append(pytest.mark.xfail(strict=True, reason=SIGN_BUG.format(sign_bug)))
     return pytest.param(name, marks=marks)
 
 
@@ -576,12 +568,7 @@ def test_the_check_catches_a_wrong_constraint(name, mutant):
 
 
 @pytest.mark.parametrize("first", [
-    pytest.param("crossed_rod_first", marks=pytest.mark.xfail(strict=True, reason=SIGN_BUG.format(
-        "two rods 0.4 mm thick, the end point of the second 0.5 mm above the middle of the first (s0 = 0.5 mm, "
-        "r = 5 mm): all four half-spaces point away from the other rod, the end point may move 2 mm = gamma r "
-        "towards the first rod inside its admissible set, giving s = -0.57 mm, an intersection, where the "
-        "claim promises s >= 0.1 mm; with the two edges listed the other way round (the passing case) the "
-        "same move is cut at 0.22 mm"))),
+    "crossed_rod_first",  # the case that exposed the edge-edge orientation bug (fixed)
     "endpoint_rod_first"])
 def test_edge_endpoint_half_space_sign(first):
     """Minimal reproduction: an edge-edge pair whose closest point is an end point of one edge, with
