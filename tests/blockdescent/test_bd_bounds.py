@@ -30,10 +30,11 @@ distances:
   (per vertex, as a multiset: the broad phase missed nothing) and, as barrier list, exactly the pairs
   with s0 < dhat / (1 - 2 gamma);
 * test_detection_sets_keep_every_pair_apart: the claim check run with the detection's own sets.
-The last two fail today for edge-edge pairs whose closest point is an end point of the pair's second
-edge (u of the wrong sign; test_edge_endpoint_half_space_sign is the minimal reproduction): strict
-xfails with the measured numbers. Fixed seeds; the pair rules are the Newton solver's (no incident
-primitives, no self contact for bodies without it, no static/static pairs).
+The last two caught edge-edge pairs whose closest point is an end point of the pair's second edge
+getting u of the wrong sign (306 of 2,164 half-spaces on the coarse patches; the rods crossed, s down
+to -0.57 mm, inside the detection's sets), fixed in cc38917; test_edge_endpoint_half_space_sign is the
+minimal reproduction. Fixed seeds; the pair rules are the Newton solver's (no incident primitives, no
+self contact for bodies without it, no static/static pairs).
 """
 import numpy as np
 import pytest
@@ -571,8 +572,8 @@ def test_the_check_catches_a_wrong_constraint(name, mutant):
     "crossed_rod_first",  # the case that exposed the edge-edge orientation bug (fixed)
     "endpoint_rod_first"])
 def test_edge_endpoint_half_space_sign(first):
-    """Minimal reproduction: an edge-edge pair whose closest point is an end point of one edge, with
-    either edge listed first. Every half-space must point from the vertex towards the other edge,
+    """Minimal reproduction of the orientation bug fixed in cc38917: an edge-edge pair whose closest
+    point is an end point of one edge, with either edge listed first. Every half-space must point from the vertex towards the other edge,
     and moving the end point as far as admitted straight at the other rod must keep the bound."""
     V = np.array([[-0.01, 0, 0], [0.01, 0, 0], [0.001, 0.0005, 0.0012], [0.001, 0.0005, 0.0112]])
     E = np.array([[0, 1], [2, 3]] if first == "crossed_rod_first" else [[2, 3], [0, 1]], np.int32)

@@ -1,9 +1,11 @@
 """Fast solver (block descent) through IPCBackend, no contact: free fall against the discrete
-implicit-Euler integrator, pins held at their (moving) targets."""
+implicit-Euler integrator (FAST_SUBSTEPS steps of dt / FAST_SUBSTEPS per solver step), pins held at
+their (moving) targets."""
 import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
+from solver_server.backends.ipc_backend import FAST_SUBSTEPS
 from solver_server.scene.primitives import grid_sheet
 from tests.ipc.test_scene_helpers import cube
 
@@ -16,25 +18,24 @@ def _free_fall_scene():
     return fast_scene(c, frame_end=6, substeps=2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "block descent starts every step at x^n and never converges for a free-falling soft cube "
-    "(0.2 m, E = 1e5 Pa): 400 sweeps per frame (the budget), converged=False in 4 of 5 frames; "
-    "max |x - x_IE| = 0.26 mm after frame 1 growing to 3.2 mm after frame 5, velocity error 8 mm/s -> "
-    "2.4 cm/s, and the falling cube deforms (vertex offsets from the centroid change by 0.08 mm -> 0.9 mm) "
-    "(measured 2026-11-23). A rigid translation has zero elastic gradient, so starting the sweeps at "
-    "y = x^n + h v^n + h^2 g would make this exact in one sweep."))
 def test_free_fall_matches_discrete_implicit_euler():
     sc = _free_fall_scene()
     b = fast_backend(sc, contact=False)
-    h = sc.settings.dt
+    # the fast solver takes FAST_SUBSTEPS implicit-Euler steps of dt / FAST_SUBSTEPS per solver step
+    steps = sc.settings.substeps * FAST_SUBSTEPS
+    h = sc.settings.dt / FAST_SUBSTEPS
+    assert b.stepper.h == pytest.approx(h, rel=1e-15)
     g = np.array(sc.settings.gravity)
     x = b.system.x0.copy()
     v = np.array([0.5, 0.0, 1.0])
     errs = []
+    sweeps = []
     x0 = b.system.x0
     for f in range(5):
         r = b.advance()
-        for _ in range(sc.settings.substeps):
+        sweeps.append(r.stats["newton_iterations"])
+        assert r.stats["converged"]
+        for _ in range(steps):
             v = v + h * g            # v^{n+1} = v^n + h g
             x = x + h * v            # x^{n+1} = x^n + h v^{n+1}
         xs = b.stepper.x
@@ -44,6 +45,8 @@ def test_free_fall_matches_discrete_implicit_euler():
         assert r.positions["cube"].shape == (len(sc.bodies[0].vertices), 3)
     ex, ev, es = np.max(errs, axis=0)
     assert ex < 1e-9, f"position error {ex:.3g} m (per frame {[f'{e[0]:.2g}' for e in errs]})"
+    # the step starts at the inertia target y, exact for a rigid translation: one sweep per step
+    assert sweeps == [steps] * 5, f"sweeps per frame {sweeps}"
     assert ev < 1e-7, f"velocity error {ev:.3g} m/s"
     assert es < 1e-9, f"the falling cube deformed by {es:.3g} m"
 

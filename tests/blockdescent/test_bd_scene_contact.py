@@ -64,43 +64,53 @@ def _collider_through_cloth():
     return fast_scene(cl, ball, frame_end=F, gravity=(0, 0, 0)), anim, pins
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a keyframed collider is not moved rigidly: its vertices are prescribed one by one, each inside its own "
-    "ball, so the vertices away from the cloth reach their targets while those touching it stay behind. "
-    "The rigid icosphere (r = 8 cm, 0.5 m/frame) is crushed flat onto the cloth and crosses itself: "
-    "count_intersections = 124 edge-triangle hits after frame 1 (all ball/ball; cloth/ball: 0), 112 after "
-    "frame 5; its pairwise vertex distances change by up to 0.16 m (its diameter) and its centroid lags "
-    "0.18-0.65 m behind the keyframes (measured 2026-11-23). The accurate (Newton) solver keeps 0 "
-    "intersections in this scene."))
-def test_fast_collider_through_pinned_cloth_never_intersects():
+@pytest.fixture(scope="module")
+def collider_run():
+    """The scene above, run once (5 frames); per frame what the two tests below check."""
     sc, anim, pins = _collider_through_cloth()
     b = fast_backend(sc)
     ball = block_of(b, "ball")
     bx = slice(ball.offset, ball.offset + ball.n_nodes)
-    corners = sc.bodies[0].vertices[pins]
-    for f in range(sc.settings.frame_end - 1):
-        b.advance()
-        assert not non_collider_intersections(b)                   # the cloth never crosses the ball
-        assert np.abs(b.stepper.x[pins] - corners).max() < 1e-6    # corners held
-        assert intersections(b) == 0, f"frame {f + 1}: {intersections(b)} edge-triangle intersections"
-        assert pairwise_distance_change(b.stepper.x[bx], anim[0]) < 1e-6   # the collider stays rigid
-
-
-def test_fast_collider_pushes_the_cloth_without_crossing_it():
-    """What holds today in the scene above: the cloth and the ball never cross each other, the pinned
-    corners stay put and the sheet is pushed down ahead of the ball."""
-    sc, anim, pins = _collider_through_cloth()
-    b = fast_backend(sc)
-    ball = block_of(b, "ball")
     nv = len(sc.bodies[0].vertices)
     corners = sc.bodies[0].vertices[pins]
+    frames = []
     for f in range(sc.settings.frame_end - 1):
-        b.advance()
-        assert not non_collider_intersections(b)
-        assert np.abs(b.stepper.x[pins] - corners).max() < 1e-6
-    x = b.stepper.x
-    assert x[:nv, 2].min() < -0.05                                  # pushed well below its plane
-    assert x[ball.offset:ball.offset + ball.n_nodes, 2].mean() < 0.0  # the ball went down through z = 0
+        r = b.advance()
+        x = b.stepper.x
+        frames.append(dict(
+            cloth_ball=bool(non_collider_intersections(b)), hits=intersections(b),
+            corners=float(np.abs(x[pins] - corners).max()),
+            rigid=pairwise_distance_change(x[bx], anim[0]),
+            lag=float(np.abs(x[bx] - anim[f + 1]).max()),                   # from the keyframed positions
+            ball_z=float(x[bx, 2].mean()), key_z=float(anim[f + 1, :, 2].mean()),
+            cloth_zmin=float(x[:nv, 2].min()), converged=r.stats["converged"]))
+    return frames
+
+
+def test_fast_collider_through_pinned_cloth_never_intersects(collider_run):
+    """The rigid ball and the cloth never cross, the ball never deforms or crosses itself (it moves
+    rigidly by a common fraction of its keyframed motion), the pinned corners stay put and the sheet is
+    pushed down ahead of the ball."""
+    for f, fr in enumerate(collider_run, 1):
+        assert not fr["cloth_ball"], f"frame {f}: the cloth crosses the ball"
+        assert fr["hits"] == 0, f"frame {f}: {fr['hits']} edge-triangle intersections"
+        assert fr["corners"] < 1e-6                                           # corners held
+        assert fr["rigid"] < 1e-6, f"frame {f}: the collider deformed by {fr['rigid']:.3g} m"
+    assert collider_run[-1]["cloth_zmin"] < -0.05                             # pushed well below its plane
+    assert collider_run[-1]["ball_z"] < 0.0                                   # the ball went down through z = 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the keyframed ball does not keep up with its keyframes: its centroid is at z = 0.013 m after frame 1 "
+    "(keyframe -0.2 m) and -0.196 m after frame 5 (keyframe -0.7 m), lagging 0.21 -> 0.50 m; each frame "
+    "spends the whole sweep budget including the 8 extra budgets per step for prescribed vertices "
+    "(900 sweeps per frame, ~470 contact detections per frame) and reports converged=False; the cloth is "
+    "pushed only 0.07 -> 0.28 m down (measured 2026-11-23 at f1c5c58). The accurate (Newton) solver puts "
+    "the ball exactly on its keyframes in this scene (z = -0.2 m, -0.7 m) with 0 intersections."))
+def test_fast_collider_reaches_its_keyframes(collider_run):
+    lag = [round(fr["lag"], 4) for fr in collider_run]
+    assert max(lag) < 1e-6, f"largest distance (m) of a ball vertex from its keyframed position, per frame: {lag}"
+    assert all(fr["converged"] for fr in collider_run)
 
 
 # --- a stack of soft cubes --------------------------------------------------------------------------
@@ -113,27 +123,41 @@ def _stack(k):
 
 
 def _run_stack(k, frames):
+    """Run a stack of k cubes; returns (backend, blocks, problems): every broken per-frame invariant
+    (intersection, inverted tet, a vertex below the ground, the cubes no longer stacked) as a message."""
     sc = fast_scene(*_stack(k), frame_end=frames + 1)
     b = fast_backend(sc)
     blocks = [block_of(b, f"c{i}") for i in range(k)]
-    for f in range(frames):
+    problems = []
+    for f in range(1, frames + 1):
         b.advance()
-        _check(b)
         x = b.stepper.x
-        assert x[b.system.dynamic, 2].min() > 0.0                         # nothing below the ground
-        for lo, hi in zip(blocks, blocks[1:]):                            # still stacked, one cube on the next
+        if intersections(b):
+            problems.append(f"frame {f}: {intersections(b)} edge-triangle intersections")
+        if not (elastic_tet.tet_volumes(x, b.system.elastic.tets) > 0).all():
+            problems.append(f"frame {f}: inverted tet")
+        if x[b.system.dynamic, 2].min() <= 0.0:
+            problems.append(f"frame {f}: a vertex below the ground")
+        for i, (lo, hi) in enumerate(zip(blocks, blocks[1:])):           # still stacked, one cube on the next
             c_lo = x[lo.offset:lo.offset + lo.n_nodes].mean(0)
             c_hi = x[hi.offset:hi.offset + hi.n_nodes].mean(0)
-            assert 0.09 < c_hi[2] - c_lo[2] < 0.106
-            assert np.linalg.norm(c_hi[:2] - c_lo[:2]) < 0.03
-    return b, blocks
+            if not 0.09 < c_hi[2] - c_lo[2] < 0.106:
+                problems.append(f"frame {f}: centres of cubes {i}, {i + 1} {c_hi[2] - c_lo[2]:.4f} m apart vertically")
+            if not np.linalg.norm(c_hi[:2] - c_lo[:2]) < 0.03:
+                problems.append(f"frame {f}: cube {i + 1} slid off cube {i}")
+    return b, blocks, problems
 
 
-def test_stack_of_soft_cubes_no_intersection_positive_tets():
-    b, blocks = _run_stack(2, 12)
+@pytest.fixture(scope="module")
+def stack_of_two():
+    return _run_stack(2, 12)
+
+
+def test_stack_of_soft_cubes_no_intersection_positive_tets(stack_of_two):
+    b, blocks, problems = stack_of_two
+    assert not problems, problems[:5]
     x = b.stepper.x
-    # settled: resting on each other within the contact gap, slow, and barely squashed
-    assert np.abs(b.stepper.v[b.system.dynamic]).max() < 0.01
+    # resting on each other within the contact gap and barely squashed
     assert x[blocks[0].offset:blocks[0].offset + blocks[0].n_nodes, 2].min() < 1e-3   # on the ground
     c0 = x[blocks[0].offset:blocks[0].offset + blocks[0].n_nodes].mean(0)
     c1 = x[blocks[1].offset:blocks[1].offset + blocks[1].n_nodes].mean(0)
@@ -141,9 +165,25 @@ def test_stack_of_soft_cubes_no_intersection_positive_tets():
     assert b.system.elastic.min_tet_volume_ratio(x) > 0.9
 
 
+UNCONVERGED = ("every block-descent step stops at its 25-sweep budget unconverged (FAST_SUBSTEPS = 4 steps of "
+               "FAST_SWEEPS = 25 sweeps per frame, converged=False in every frame)")
+
+
+def test_stack_of_soft_cubes_settles(stack_of_two):
+    b, _, _ = stack_of_two
+    vmax = np.abs(b.stepper.v[b.system.dynamic]).max()
+    assert vmax < 0.01, f"largest vertex speed {vmax:.3g} m/s after 12 frames"
+
+
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "the three-cube stack creeps down: the centres of the two lower cubes are 0.0941 m apart after frame 1, "
+    "0.0897 m after frame 5 (below the 0.09 m limit), 0.0886 m after frame 27, and the smallest tet volume "
+    "ratio falls 0.981 -> 0.917 (2 kPa of weight on E = 1e5 Pa should squash them ~2%); " + UNCONVERGED +
+    " (measured 2026-11-23 at f1c5c58)."))
 def test_stack_of_three_soft_cubes_long():
-    b, blocks = _run_stack(3, 36)
+    b, blocks, problems = _run_stack(3, 36)
+    assert not problems, problems[:5]
     assert np.abs(b.stepper.v[b.system.dynamic]).max() < 0.01
 
 
@@ -152,10 +192,11 @@ MOMENTUM_TOL = 1e-2   # of sum |m_i v_i|; the stopping rule alone allows M newto
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "total linear momentum drifts by 7.7% of sum |m v| in the first frame, before any contact (the sweeps "
-    "start at x^n and stop at the 200-sweep budget unconverged, the same lag as the free fall), 7.1% at "
-    "the collision, decaying to 0.95% by frame 12 (measured 2026-11-23; the Newton solver keeps "
-    "it below 1e-6)."))
+    "total linear momentum is exact in free flight now (the steps start at the inertia target, one sweep "
+    "each) but drifts once the bodies touch: 2.8% of sum |m v| after frame 1 (its last step is the first in "
+    "contact), 3.9% after frame 2 (6.8% at one step within it) and a constant 2.9% from frame 3 on, because every "
+    "step in contact stops at its 25-sweep budget unconverged and only a converged step balances the "
+    "contact forces (measured 2026-11-23 at f1c5c58; the Newton solver keeps it below 1e-6)."))
 def test_two_soft_bodies_collide_and_keep_momentum():
     V1, T1 = box((0.1, 0.1, 0.1), center=(-0.08, 0, 0), divisions=1)
     V2, T2 = box((0.1, 0.1, 0.1), center=(0.08, 0.02, 0.01), divisions=1)
