@@ -573,8 +573,9 @@ def test_the_check_catches_a_wrong_constraint(name, mutant):
     "endpoint_rod_first"])
 def test_edge_endpoint_half_space_sign(first):
     """Minimal reproduction of the orientation bug fixed in cc38917: an edge-edge pair whose closest
-    point is an end point of one edge, with either edge listed first. Every half-space must point from the vertex towards the other edge,
-    and moving the end point as far as admitted straight at the other rod must keep the bound."""
+    point is an end point of one edge, with either edge listed first. Every half-space must point from
+    the vertex towards the other edge, and moving the end point as far as admitted straight at the
+    other rod must keep the bound."""
     V = np.array([[-0.01, 0, 0], [0.01, 0, 0], [0.001, 0.0005, 0.0012], [0.001, 0.0005, 0.0112]])
     E = np.array([[0, 1], [2, 3]] if first == "crossed_rod_first" else [[2, 3], [0, 1]], np.int32)
     mesh = CollisionMesh.build(4, np.zeros((0, 3), np.int32), edges=E, vertex_offset=np.full(4, 4e-4),
