@@ -22,7 +22,7 @@ from numba import njit
 from solver_server.ipc.contact.barrier import barrier_first_derivative, barrier_second_derivative
 from solver_server.ipc.contact.barrier_pair import cross_norm2_value, pair_stencil_local
 from solver_server.ipc.contact.distance import stencil_closest
-from solver_server.ipc.contact.friction import f1_over_y
+from solver_server.ipc.contact.friction import _tangent_disp, f1_over_y
 from solver_server.ipc.contact.mollifier import mollifier
 
 
@@ -58,17 +58,7 @@ def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, X):
 @njit(cache=True, fastmath=False)
 def friction_vertex(x, x_prev, ids, coef, T, ml, k, slot, eps, g, H):
     """Add friction pair k's gradient and PSD block for the vertex in ``slot``; eps = eps_v h (m)."""
-    d0 = 0.0
-    d1 = 0.0
-    d2 = 0.0
-    for i in range(4):
-        v = ids[k, i]
-        c = coef[k, i]
-        d0 += c * (x[v, 0] - x_prev[v, 0])
-        d1 += c * (x[v, 1] - x_prev[v, 1])
-        d2 += c * (x[v, 2] - x_prev[v, 2])
-    u0 = T[k, 0, 0] * d0 + T[k, 1, 0] * d1 + T[k, 2, 0] * d2
-    u1 = T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2
+    u0, u1 = _tangent_disp(x, x_prev, ids, coef, T, k)
     f = ml[k] * f1_over_y(math.sqrt(u0 * u0 + u1 * u1), eps)
     ca = coef[k, slot]
     for a in range(3):
