@@ -30,7 +30,10 @@ class IPCBackend(Backend):
         super().__init__(scene, progress)
         scene.validate()
         st = scene.settings
-        self.system = build_system(scene, self.progress, tet_spacing)
+        # stiff bodies are affine bodies in the Newton solver; the Fast solver has no body DOFs yet and
+        # keeps them as stiff FEM solids
+        affine = getattr(st, "solver_quality", "accurate") != "fast"
+        self.system = build_system(scene, self.progress, tet_spacing, affine=affine)
         _choose_threads(self.system)
         self.progress("compiling", 0.0)
         ct = None

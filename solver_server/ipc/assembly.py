@@ -36,6 +36,8 @@ class FreePattern:
     def matrix(self, vals: np.ndarray, diag: np.ndarray) -> sp.csr_matrix:
         """CSR matrix with the pattern's values vals (one per original COO entry) and diag added."""
         data = np.bincount(self.slot, weights=vals[self.keep], minlength=self.nnz)
+        if data.dtype != np.float64:  # no elastic element at all (e.g. only affine bodies): bincount gives int64
+            data = data.astype(np.float64)
         data[self.diag_slot] += diag
         return sp.csr_matrix((data, self.indices.copy(), self.indptr.copy()), shape=(self.n, self.n))
 

@@ -9,6 +9,12 @@ eliminated from the solve when the straight move from x^n is collision free and 
 (book: "DOF elimination"); otherwise pulled there by the penalty term whose stiffness kappa_M doubles
 until they arrive ("Moving boundary conditions"), then snapped and eliminated. Friction is lagged
 (normal forces and tangents frozen at x^n, FRICTION_UPDATES re-solves). Units: SI.
+
+The unknown is the DOF array z (n_z, 3) of ``System.dof_map`` (ipc/dof_map.py): the vertex rows plus
+4 rows per affine body (solver_server/abd/). Elastic terms read the vertex rows of z directly;
+contact, friction and CCD see x = W z and are pulled back by the chain rule (W^T g, W^T H W); the
+affine bodies add their inertia (exact mass matrix), gravity and orthogonality energy on their rows.
+Without affine bodies z is the vertex array and every map is the identity.
 """
 from __future__ import annotations
 
@@ -44,32 +50,36 @@ class IncrementalPotential:
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
                  pattern: Optional[FreePattern] = None):
         self.s = sys
+        self.D = sys.dof_map
+        self.ab = sys.affine
+        self.nx = sys.n
         self.h = h
         self.x_n = x_n
         self.x_tilde = x_n + h * v_n
         self.g = gravity
         self.contact = contact
-        self.m = sys.mass
-        self.dyn = sys.dynamic
+        self.m = sys.mass_z
+        self.dyn = sys.dynamic_z
         self.pen_idx = pen_idx
         self.pen_target = pen_target
         self.kappa_m = kappa_m
-        mbar = float(sys.mass[sys.dynamic].mean()) if sys.dynamic.any() else 1.0
-        self.pen_w = np.where(sys.mass[pen_idx] > 0, sys.mass[pen_idx], mbar) if len(pen_idx) else np.zeros(0)
-        fixed_v = fixed.copy()
+        wz = sys.weight_z
+        mbar = float(wz[wz > 0].mean()) if (wz > 0).any() else 1.0
+        self.pen_w = np.where(wz[pen_idx] > 0, wz[pen_idx], mbar) if len(pen_idx) else np.zeros(0)
+        fixed_v = fixed | self.D.is_slaved
         self.fixed = fixed_v
         free_v = ~fixed_v
         self.free_dofs = np.nonzero(np.repeat(free_v, 3))[0]
-        self.dof_map = -np.ones(3 * sys.n, np.int64)
+        self.dof_map = -np.ones(3 * self.D.n_z, np.int64)
         self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
         self.pattern = pattern if pattern is not None else FreePattern(*sys.elastic.patterns(), self.dof_map,
                                                                         self.free_dofs.size)
-        M3 = np.repeat(np.where(sys.dynamic, sys.mass, 0.0), 3)
+        M3 = np.repeat(np.where(self.dyn, self.m, 0.0), 3)
         self.M3 = M3
-        self.mass_dofs = M3[self.free_dofs]
+        self.mass_dofs = np.repeat(wz, 3)[self.free_dofs]
 
     # --- pieces --------------------------------------------------------------------------------
     def _energy(self, x: np.ndarray, cands) -> float:
@@ -77,7 +87,9 @@ class IncrementalPotential:
         d = (x - self.x_tilde)[self.dyn]
         m = self.m[self.dyn]
         e = 0.5 * float((m[:, None] * d * d).sum()) - h2 * float((m[:, None] * x[self.dyn] * self.g).sum())
-        el = self.s.elastic.energy(x)
+        if self.ab is not None:
+            e += self.ab.energy(x, self.x_tilde, self.g, h2)
+        el = self.s.elastic.energy(x[:self.nx])
         if not np.isfinite(el):
             return np.inf
         e += h2 * el
@@ -85,12 +97,13 @@ class IncrementalPotential:
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
         if self.contact is not None:
-            e += h2 * self.contact.energy(x, cands)
-            e += h2 * self.contact.friction_energy(x, self.h)
+            xs = self.D.to_x(x)
+            e += h2 * self.contact.energy(xs, cands)
+            e += h2 * self.contact.friction_energy(xs, self.h)
         return e
 
     def energy(self, x: np.ndarray) -> float:
-        cands = self.contact.candidates(x) if self.contact is not None else None
+        cands = self.contact.candidates(self.D.to_x(x)) if self.contact is not None else None
         return self._energy(x, cands)
 
     def prepare(self, x: np.ndarray) -> None:
@@ -101,7 +114,7 @@ class IncrementalPotential:
         if self._next_cands is not None:
             self.cands, self._next_cands = self._next_cands, None
         else:
-            self.cands = self.contact.candidates(x)
+            self.cands = self.contact.candidates(self.D.to_x(x))
 
     def accepted(self, x: np.ndarray) -> None:
         """x was accepted by the line search on the last segment: reuse its candidates at x."""
@@ -111,50 +124,62 @@ class IncrementalPotential:
         h2 = self.h * self.h
         g = (self.M3 * (x - self.x_tilde).ravel())
         g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
-        g += h2 * self.s.elastic.gradient(x)
+        g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
+        if self.ab is not None:
+            g += self.ab.gradient(x, self.x_tilde, self.g, h2)
         if len(self.pen_idx):
-            gp = np.zeros((self.s.n, 3))
+            gp = np.zeros_like(x)
             gp[self.pen_idx] = self.kappa_m * self.pen_w[:, None] * (x[self.pen_idx] - self.pen_target)
             g += gp.ravel()
         if self.contact is not None:
-            g += h2 * self.contact.gradient(x, self.cands)
-            gf = self.contact.friction_gradient(x, self.h)
+            xs = self.D.to_x(x)
+            gc = h2 * self.contact.gradient(xs, self.cands)
+            gf = self.contact.friction_gradient(xs, self.h)
             if gf is not None:
-                g += h2 * gf
+                gc = gc + h2 * gf
+            g += self.D.pull_gradient(gc)
         return g
 
     def hessian(self, x: np.ndarray):
         h2 = self.h * self.h
-        _, _, v = self.s.elastic.hessian(x)
+        _, _, v = self.s.elastic.hessian(x[:self.nx])
         diag = self.M3.copy()
         if len(self.pen_idx):
-            dp = np.zeros((self.s.n, 3))
+            dp = np.zeros_like(x)
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
         H = self.pattern.matrix(h2 * v, diag[self.free_dofs])
+        nf = self.free_dofs.size
+        if self.ab is not None:
+            ra, ca, va = self.ab.hessian(x, h2)
+            H = H + free_block(ra, ca, va, self.dof_map, nf)
         if self.contact is not None:
-            nf = self.free_dofs.size
-            rb, cb, vb = self.contact.hessian(x, self.cands)
+            xs = self.D.to_x(x)
+            rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
-            fh = self.contact.friction_hessian(x, self.h)
+            fh = self.contact.friction_hessian(xs, self.h)
             if fh is not None and len(fh[0]):
-                H = H + free_block(fh[0], fh[1], h2 * np.asarray(fh[2]), self.dof_map, nf)
+                fr, fc, fv = self.D.pull_coo(*fh)
+                H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
 
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
         a = 1.0
         if self.contact is not None:
-            a = min(a, self.contact.max_step(x, p))
+            a = min(a, self.contact.max_step(self.D.to_x(x), self.D.to_x(p)))
         return a
 
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
-        cands = self.contact.candidates_swept(x0, x1) if self.contact is not None else None
+        cands = (self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1)) if self.contact is not None
+                 else None)
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
     def valid(self, x: np.ndarray) -> bool:
-        return self.s.elastic.min_tet_volume_ratio(x) > 0.0
+        if self.ab is not None and self.ab.min_det(x) <= 0.0:
+            return False
+        return self.s.elastic.min_tet_volume_ratio(x[:self.nx]) > 0.0
 
 
 class TimeStepper:
@@ -170,9 +195,10 @@ class TimeStepper:
         self.contact = contact
         self.linear_solver = LinearSolver(linear_solver)
         self._patterns = {}  # fixed-vertex mask -> FreePattern of the elastic Hessian
-        self.x = sys.x0.copy()
-        self.v = sys.v0.copy()
-        self.static_fixed = np.zeros(sys.n, bool)
+        self.D = sys.dof_map
+        self.x = sys.z0.copy()   # the DOF array z (n_z, 3); its first N rows are the vertex positions
+        self.v = sys.vz0.copy()
+        self.static_fixed = np.zeros(self.D.n_z, bool)
 
     def _try_direct(self, x: np.ndarray, idx: np.ndarray, target: np.ndarray) -> bool:
         """Move the prescribed vertices idx straight to target if that path is collision and inversion
@@ -183,20 +209,21 @@ class TimeStepper:
         p[idx] = target - x[idx]
         if not np.any(p):
             return True
-        if self.contact is not None and self.contact.max_step(x, p) < 1.0:
+        if self.contact is not None and self.contact.max_step(self.D.to_x(x), self.D.to_x(p)) < 1.0:
             return False
         xn = x + p
-        if self.s.elastic.min_tet_volume_ratio(xn) <= 0.0:
+        if self.s.elastic.min_tet_volume_ratio(xn[:self.s.n]) <= 0.0:
             return False
         x[idx] = target
+        self.D.sync(x)
         return True
 
     def _pattern(self, fixed: np.ndarray) -> FreePattern:
         key = np.packbits(fixed).tobytes()
         pat = self._patterns.get(key)
         if pat is None:
-            free = np.nonzero(np.repeat(~fixed, 3))[0]
-            dof_map = -np.ones(3 * self.s.n, np.int64)
+            free = np.nonzero(np.repeat(~(fixed | self.D.is_slaved), 3))[0]
+            dof_map = -np.ones(3 * self.D.n_z, np.int64)
             dof_map[free] = np.arange(free.size)
             if len(self._patterns) > 4:
                 self._patterns.clear()
@@ -210,7 +237,7 @@ class TimeStepper:
         st = StepStats()
         x_n = self.x.copy()
         x = self.x.copy()
-        fixed = np.zeros(s.n, bool)
+        fixed = np.zeros(self.D.n_z, bool)
         pen_idx = np.zeros(0, np.int64)
         pen_t = np.zeros((0, 3))
         if len(s.bc_index):
@@ -220,8 +247,8 @@ class TimeStepper:
             else:
                 pen_idx, pen_t = s.bc_index, target
         if self.contact is not None:
-            cands = self.contact.candidates(x_n)
-            self.contact.friction_setup(x_n, cands)
+            xs_n = self.D.to_x(x_n)
+            self.contact.friction_setup(xs_n, self.contact.candidates(xs_n))
         kappa_m = KAPPA_M0
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
@@ -245,15 +272,18 @@ class TimeStepper:
                 continue
             if updates > 0 and self.contact is not None:
                 updates -= 1
-                self.contact.friction_setup(x, self.contact.candidates(x))
-                self.contact.x_prev = x_n.copy()
+                xs = self.D.to_x(x)
+                self.contact.friction_setup(xs, self.contact.candidates(xs))
+                self.contact.x_prev = np.array(self.D.to_x(x_n))
                 continue
             break
+        self.D.sync(x)
         self.v = (x - x_n) / self.h
         self.x = x
         if self.contact is not None:
-            cands = self.contact.candidates(x)
-            st.contacts = self.contact.count_active(x, cands)
-            st.min_distance = self.contact.min_distance(x, cands)
+            xs = self.D.to_x(x)
+            cands = self.contact.candidates(xs)
+            st.contacts = self.contact.count_active(xs, cands)
+            st.min_distance = self.contact.min_distance(xs, cands)
         st.seconds = time.perf_counter() - t0
         return st

@@ -6,8 +6,10 @@ Layout: bodies are stacked in scene order. A solid's block holds its tet nodes w
 vertices first (so output = the first n rows of the block, in the artist's order); cloth, rod and
 collider blocks are the mesh vertices. Units: SI (m, kg, s, Pa).
 
-Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model); stiff -> the same
-as solid with Young's modulus raised to at least STIFF_MODULUS (no affine bodies yet); cloth -> StVK
+Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model); stiff -> an affine
+body (solver_server/abd/: 12 DOFs appended after the vertex rows, its surface vertices slaved through
+x = J q, see ipc/dof_map.py), or with ``affine=False`` (the Fast solver, which has no body DOFs yet)
+the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK
 membrane + hinge bending, contact offset thickness/2; rod -> stretch + bending, offset thickness/2;
 collider -> prescribed by Body.animation (static if None).
 """
@@ -22,6 +24,7 @@ from protocol.scene import Body, Scene, SceneError
 from solver_server.scene.checks import check_solid, check_triangles, triangle_areas
 from solver_server.scene.tetmesh import tetrahedralize
 from . import bending, elastic_tet, membrane
+from .dof_map import DofMap
 from .elasticity import ElasticTerms
 from .isotropic_models import MODEL_IDS, lame
 
@@ -59,6 +62,21 @@ class System:
     bc_samples: np.ndarray            # (n_frames, K, 3) float64 targets per sampled frame
     frame_start: int
     stats: dict = field(default_factory=dict)
+    # the solver's DOFs z = vertex rows + 4 rows per affine body (identity map without bodies)
+    dof_map: Optional[DofMap] = None
+    affine: Optional[object] = None       # solver_server.abd.AffineBodies, or None
+    z0: Optional[np.ndarray] = None        # (n_z, 3)
+    vz0: Optional[np.ndarray] = None       # (n_z, 3)
+    mass_z: Optional[np.ndarray] = None    # (n_z,) kg: lumped inertia of free vertex rows (0 on slaved rows)
+    dynamic_z: Optional[np.ndarray] = None  # (n_z,) bool: lumped inertia/gravity applies (vertex rows only)
+    weight_z: Optional[np.ndarray] = None  # (n_z,) kg: residual / penalty weight (body rows: diag of Mbar)
+
+    def __post_init__(self):
+        if self.dof_map is None:
+            self.dof_map = DofMap.identity_map(self.n)
+            self.z0, self.vz0 = self.x0, self.v0
+            self.mass_z, self.dynamic_z = self.mass, self.dynamic
+            self.weight_z = np.where(self.dynamic, self.mass, 0.0)
 
     @property
     def n(self) -> int:
@@ -90,8 +108,10 @@ def _solid(body: Body, mat_E: float, progress: Callable, tet_spacing: Optional[f
     return mesh, Dm_inv, vol
 
 
-def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing: Optional[dict] = None) -> System:
-    """Build the global system; ``tet_spacing`` optionally maps a body name to a lattice spacing (m)."""
+def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing: Optional[dict] = None,
+                 affine: bool = True) -> System:
+    """Build the global system; ``tet_spacing`` optionally maps a body name to a lattice spacing (m).
+    ``affine``: stiff bodies become affine bodies (else stiff FEM solids)."""
     progress = progress or (lambda s, f: None)
     st = scene.settings
     F = st.n_frames
@@ -101,6 +121,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     tet_l, tri_l, hinge_l, rod_l, bend_l = [], [], [], [], []
     fr, sc, stc = [], [], []
     bc_idx, bc_s = [], []
+    abd_specs, abd_anim, abd_vel = [], [], []
     off = 0
     bodies = scene.bodies
     for bi, body in enumerate(bodies):
@@ -110,7 +131,21 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         tris = body.triangles.astype(np.int32)
         n_out = V.shape[0]
         vel = np.asarray(body.initial_velocity, np.float64)
-        if body.role in ("solid", "stiff"):
+        if body.role == "stiff" and affine:
+            from solver_server.abd import BodySpec, mass_properties
+            check_solid(body.name, V, tris)
+            if body.pin_indices.size:
+                raise SceneError(f"{body.name}: a stiff body cannot be pinned by a vertex group; keyframe the "
+                                 "object instead (it then follows its animation as a whole)", body.name, "pin_indices")
+            nodes = V
+            mp = mass_properties(V, tris, mat.density)
+            m = np.full(len(V), mp.mass / len(V))  # descriptive only (barrier mass scale); inertia is in z
+            o = np.zeros(len(V))
+            faces.append(tris + off)
+            abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1))
+            abd_anim.append(body.animation)
+            abd_vel.append(vel)
+        elif body.role in ("solid", "stiff"):
             E = mat.youngs_modulus if body.role == "solid" else max(mat.youngs_modulus, STIFF_MODULUS)
             mesh, Dm_inv, vol = _solid(body, E, progress, (tet_spacing or {}).get(body.name))
             nodes = mesh.nodes
@@ -172,7 +207,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         else:
             raise SceneError(f"{body.name}: role {body.role!r} is not simulated by the IPC backend; use the mpm backend",
                              body.name, "role")
-        if body.role != "collider" and body.pin_indices.size:
+        if body.role not in ("collider", "stiff") and body.pin_indices.size:
             p = body.pin_indices.astype(np.int64)
             bc_idx.append(p + off)
             bc_s.append(body.pin_targets.astype(np.float64) if body.pin_targets is not None
@@ -217,12 +252,51 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     if len(np.unique(bc_index)) != len(bc_index):
         raise SceneError("a vertex is pinned twice; check the pin vertex groups", "", "pin_indices")
     x0 = np.ascontiguousarray(np.concatenate(xs))
-    return System(x0=x0, v0=np.concatenate(vs), mass=np.concatenate(ms), dynamic=np.concatenate(dyn), elastic=el,
+    sysm = System(x0=x0, v0=np.concatenate(vs), mass=np.concatenate(ms), dynamic=np.concatenate(dyn), elastic=el,
                   blocks=blocks, coll_faces=fc, coll_edges=ec, vertex_offset=np.concatenate(offs),
                   vertex_body=np.concatenate(vbody), body_friction=np.array(fr, np.float64),
                   body_self_contact=np.array(sc, bool), body_static=np.array(stc, bool), bc_index=bc_index,
                   bc_samples=bc_samples, frame_start=st.frame_start,
                   stats={"tets": int(len(el.tets)), "vertices": int(off)})
+    if abd_specs:
+        _add_affine_bodies(sysm, abd_specs, abd_anim, abd_vel, F)
+    return sysm
+
+
+def _add_affine_bodies(s: System, specs: list, anims: list, vels: list, n_frames: int) -> None:
+    """Append 4 rows per affine body to the DOF vector z, slave the bodies' vertices to them and
+    turn keyframed stiff bodies into prescribed bodies (their rows fitted to each sampled frame)."""
+    from solver_server.abd import AffineBodies
+    N = s.n
+    for b, sp in enumerate(specs):
+        sp.row0 = N + 4 * b
+    ab = AffineBodies(specs)
+    n_z = N + 4 * ab.n
+    slaved, ptr, rows, w = ab.map_arrays()
+    s.affine = ab
+    s.dof_map = DofMap(N, n_z, slaved, ptr, rows, w)
+    s.z0 = np.concatenate([s.x0, ab.rest_rows()])
+    s.dof_map.sync(s.z0)
+    vz = np.concatenate([s.v0, np.zeros((4 * ab.n, 3))])
+    for b in range(ab.n):
+        vz[ab.row0[b]] = vels[b]
+    vz[slaved] = s.dof_map.to_x(vz)[slaved]
+    s.vz0 = vz
+    s.mass_z = np.concatenate([np.where(s.dof_map.is_slaved[:N], 0.0, s.mass), np.zeros(4 * ab.n)])
+    s.dynamic_z = np.concatenate([s.dynamic & ~s.dof_map.is_slaved[:N], np.zeros(4 * ab.n, bool)])
+    s.weight_z = np.concatenate([np.where(s.dynamic_z[:N], s.mass_z[:N], 0.0), ab.diag_mass_rows()])
+    idx, smp = [s.bc_index], [s.bc_samples]
+    for b, anim in enumerate(anims):
+        if anim is None:
+            continue
+        rows_f = np.stack([ab.fit_rows(b, anim[f]) for f in range(n_frames)])  # (F, 4, 3)
+        idx.append(np.arange(4, dtype=np.int64) + ab.row0[b])
+        smp.append(rows_f)
+        s.z0[ab.row0[b]:ab.row0[b] + 4] = rows_f[0]
+    s.dof_map.sync(s.z0)
+    s.bc_index = np.concatenate(idx).astype(np.int64)
+    s.bc_samples = np.concatenate(smp, axis=1)
+    s.stats["affine_bodies"] = ab.n
 
 
 def _rest_d(kind: int, V: np.ndarray, stencils: np.ndarray) -> np.ndarray:
