@@ -109,9 +109,8 @@ def test_small_stack_stays_stacked():
     assert (np.diff(ps[:, -1, 2]) > 0.099).all()   # still on top of each other
 
 
-@pytest.mark.slow
 def test_stack_of_ten_stays_stacked_for_five_seconds():
-    """Ten boxes: drift < 1 mm over 5 s after settling for 1 s."""
+    """Ten boxes (the issue's check): drift < 1 mm over 5 s after settling for 1 s (measured 18 s)."""
     ps, run = _stack(10, 144)
     drift = np.linalg.norm(ps[:, -1] - ps[:, 24], axis=1)
     assert drift.max() < 1e-3
