@@ -60,7 +60,8 @@ class BakeSession:
         self.compiling = ""  # the server's "compiling kernels" notice, shown until the first solved frame
         self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
-                                         s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing)
+                                         s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing,
+                                         rest=b.vertices, prescribed=b.animation is not None)
                        for b in export.scene.simulated()}
 
     # -- status shown in the panel ----------------------------------------------------------

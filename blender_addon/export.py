@@ -23,7 +23,7 @@ import numpy as np
 from protocol.scene import Body, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem
-from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX
+from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
 
 PIN_ATTR = "clearance_pin_weight"
 _PIN_MODIFIER = "Clearance Pin Weights (temporary)"
@@ -153,6 +153,16 @@ class _InputsOnly:
 
     def __enter__(self) -> "_InputsOnly":
         for o in self.objects:
+            if TRANSFORM_ACTION in o and o.animation_data is not None and o.animation_data.action is not None:
+                # a stiff object's previous transform bake: export its start transform, not those keys
+                from mathutils import Matrix
+                act, basis = o.animation_data.action, o.matrix_basis.copy()
+                o.animation_data.action = None
+                b = list(o.get("clearance_rest_basis", []))
+                if len(b) == 16:
+                    o.matrix_basis = Matrix([b[0:4], b[4:8], b[8:12], b[12:16]])
+                self.undo.append((o, "matrix_basis", basis))
+                self.undo.append((o.animation_data, "action", act))
             mod = o.modifiers.get(CACHE_MODIFIER)
             if mod is not None and mod.show_viewport:
                 mod.show_viewport = False
@@ -241,8 +251,9 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                 w = rest[o.name].pin_weights
                 pins[o.name] = (np.nonzero(w > 0.5)[0].astype(np.int32) if w is not None
                                 else np.zeros(0, np.int32))
-            # Whole-mesh samples: colliders always; every body for the pass-through ("none") backend.
-            movers = [o for o in objs if roles[o.name] == "collider" or backend == "none"]
+            # Whole-mesh samples: colliders and stiff objects (a keyframed stiff object is a prescribed
+            # affine body; a static one sends no samples, below); every body for the pass-through backend.
+            movers = [o for o in objs if roles[o.name] in ("collider", "stiff") or backend == "none"]
             followers = [o for o in objs if o not in movers and pins[o.name].size and o.clearance.pin_follows]
             samples = {o.name: np.empty((len(frames), len(rest[o.name].vertices), 3), np.float32) for o in movers}
             samples.update({o.name: np.empty((len(frames), pins[o.name].size, 3), np.float32) for o in followers})
@@ -269,7 +280,7 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
         r, mesh = roles[o.name], rest[o.name]
         anim = samples.get(o.name) if o in movers else None
         if anim is not None and np.array_equal(anim.min(axis=0), anim.max(axis=0)):
-            anim = None  # static collider: nothing to stream
+            anim = None  # static collider or free stiff body: nothing to stream
         bodies.append(Body(name=o.name, role=r, vertices=mesh.vertices, triangles=mesh.triangles, edges=mesh.edges,
                            material=material_of(o), initial_velocity=tuple(float(c) for c in o.clearance.initial_velocity),
                            pin_indices=pins[o.name],

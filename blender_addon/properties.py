@@ -46,6 +46,13 @@ MPM_PRESETS = {
     "mud": dict(density=1800.0, youngs_modulus=2.0e5, poisson_ratio=0.3, viscosity=10.0, yield_stress=500.0),
 }
 
+STIFF_OUTPUT_ITEMS = [
+    ("PC2", "Scene Output", "Write this stiff object like every other body: the scene's Output setting "
+     "(a .pc2 point cache or shape keys)"),
+    ("TRANSFORM", "Object Transform", "Key the object's location, rotation and scale on every frame (rotation "
+     "from the polar decomposition of the body's affine map): plays and exports as plain object animation"),
+]
+
 OUTPUT_ITEMS = [
     ("PC2", "Point Cache + Mesh Cache", "One .pc2 file per object read by a Mesh Cache modifier (fast, long shots)"),
     ("SHAPE_KEYS", "Shape Keys", "One shape key per frame stored in the .blend (portable, small meshes)"),
@@ -107,6 +114,8 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
     initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0),
                                           subtype="VELOCITY", unit="VELOCITY",
                                           description="World-space velocity at the start frame, m/s")
+    stiff_output: EnumProperty(name="Output", items=STIFF_OUTPUT_ITEMS, default="PC2",
+                               description="How the bake comes back for this stiff object")
     pin_group: StringProperty(name="Pin Group",
                               description="Vertex group whose vertices (weight > 0.5) are held in place")
     pin_follows: BoolProperty(name="Pins Follow Animation", default=False,

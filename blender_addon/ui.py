@@ -59,6 +59,8 @@ class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
                 col.prop(c, name)
         if c.role != "COLLIDER":
             layout.prop(c, "initial_velocity")
+        if c.role == "STIFF":
+            layout.prop(c, "stiff_output")
 
 
 class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):

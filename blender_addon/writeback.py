@@ -19,6 +19,13 @@ start + k; the Mesh Cache modifier's ``frame_start`` is set to the bake's start 
 Blender frame f plays cached frame f. Shape-key mode keys one key per frame (value 1 on its
 frame, 0 on the neighbours, linear), which blends correctly on subframes.
 
+Stiff bodies may instead come back as object animation (the object's "Output: Object Transform"):
+each frame's positions are an affine image of the start positions (affine body dynamics), so the
+world matrix M_f = T(p) R T(-c) M_0 (protocol/rigid.py; R from the polar decomposition of the fitted
+A) is keyed as location / rotation / scale on a new action; no cache file, no modifier. The previous
+action and the start transform are kept in ID properties and restored by Free Bake. A keyframed stiff
+object is a prescribed body that follows its own animation: nothing is keyed for it.
+
 Granular bodies come back as particles: a vertex-only mesh object "<name>_particles" with a
 float "radius" point attribute, a Mesh Cache modifier, and a Geometry Nodes modifier (Mesh to
 Points, then the emitter's material) after it so it renders as spheres without the add-on.
@@ -33,6 +40,7 @@ import bpy
 import numpy as np
 
 from protocol.pc2 import HEADER_SIZE, PC2Writer, read_pc2
+from protocol.rigid import rigid_world_matrix
 from protocol.scene import SceneError
 
 CACHE_MODIFIER = "Clearance Cache"
@@ -43,6 +51,73 @@ KEY_PREFIX = "clearance_"
 DISABLED_PROP = _DISABLED = "clearance_disabled_modifiers"   # ID property: modifiers switched off by shape-key mode
 _MADE_BASIS = "clearance_made_basis"         # ID property: the Basis key was added by the bake
 _HIDDEN = "clearance_hidden_source"          # ID property on a granular source: (hide_render, display_type)
+TRANSFORM_ACTION = "clearance_transform_action"  # ID property: name of the action a transform bake keyed
+_PREV_ACTION = "clearance_prev_action"       # ID property: the action the object had before ("" if none)
+_REST_BASIS = "clearance_rest_basis"         # ID property: matrix_basis (16 floats, row-major) before the bake
+
+
+def begin_transform_bake(obj: bpy.types.Object) -> None:
+    """Prepare ``obj`` for keyed transforms: remember its action and start transform, detach the action
+    (the bake's keys go to a new one). Idempotent while a transform bake is in place."""
+    if TRANSFORM_ACTION in obj:
+        return
+    ad = obj.animation_data
+    obj[_PREV_ACTION] = ad.action.name if (ad is not None and ad.action is not None) else ""
+    obj[_REST_BASIS] = [float(v) for row in obj.matrix_basis for v in row]
+    if ad is not None:
+        ad.action = None
+    obj[TRANSFORM_ACTION] = ""
+
+
+def key_transform(obj: bpy.types.Object, frame: int, world: np.ndarray) -> None:
+    """Key location, rotation (in the object's rotation mode, continuous with the previous key) and
+    scale so that the object's world matrix at ``frame`` is ``world`` (4, 4). Parented objects use
+    their parent's current world matrix (a parent animated during the bake is not supported)."""
+    from mathutils import Matrix
+    M = Matrix([list(map(float, r)) for r in np.asarray(world, np.float64)])
+    if obj.parent is not None:
+        M = (obj.parent.matrix_world @ obj.matrix_parent_inverse).inverted() @ M
+    loc, quat, scale = M.decompose()
+    obj.location = loc
+    obj.scale = scale
+    mode = obj.rotation_mode
+    if mode == "QUATERNION":
+        if quat.dot(obj.rotation_quaternion) < 0.0:
+            quat.negate()
+        obj.rotation_quaternion = quat
+        path = "rotation_quaternion"
+    elif mode == "AXIS_ANGLE":
+        axis, angle = quat.to_axis_angle()
+        obj.rotation_axis_angle = (angle, *axis)
+        path = "rotation_axis_angle"
+    else:
+        obj.rotation_euler = quat.to_euler(mode, obj.rotation_euler)
+        path = "rotation_euler"
+    for p in ("location", path, "scale"):
+        obj.keyframe_insert(p, frame=frame, group="Clearance")
+    if obj.animation_data is not None and obj.animation_data.action is not None:
+        obj[TRANSFORM_ACTION] = obj.animation_data.action.name
+
+
+def free_transform_bake(obj: bpy.types.Object) -> None:
+    """Undo a transform bake: remove its action, give back the previous one and the start transform."""
+    if TRANSFORM_ACTION not in obj:
+        return
+    from mathutils import Matrix
+    ad = obj.animation_data
+    act = bpy.data.actions.get(obj[TRANSFORM_ACTION]) if obj[TRANSFORM_ACTION] else None
+    if ad is not None:
+        ad.action = None
+    if act is not None:
+        bpy.data.actions.remove(act)
+    prev = bpy.data.actions.get(obj.get(_PREV_ACTION, "")) if obj.get(_PREV_ACTION) else None
+    if prev is not None:
+        obj.animation_data_create().action = prev
+    basis = list(obj.get(_REST_BASIS, []))
+    if len(basis) == 16:
+        obj.matrix_basis = Matrix([basis[0:4], basis[4:8], basis[8:12], basis[12:16]])
+    for k in (TRANSFORM_ACTION, _PREV_ACTION, _REST_BASIS):
+        obj.pop(k, None)
 
 
 def cache_dir(scene: bpy.types.Scene) -> str:
@@ -284,12 +359,17 @@ class BodyCache:
     """
 
     def __init__(self, obj: bpy.types.Object, role: str, matrices: np.ndarray, folder: str,
-                 frame_start: int, mode: str = "PC2", resume: bool = False, radius: float = 0.01):
+                 frame_start: int, mode: str = "PC2", resume: bool = False, radius: float = 0.01,
+                 rest: Optional[np.ndarray] = None, prescribed: bool = False):
         self.obj = obj
         self.name = obj.name
         self.role = role
         self.particles = role == "granular"
         self.mode = "PC2" if self.particles else mode
+        if role == "stiff" and getattr(getattr(obj, "clearance", None), "stiff_output", "PC2") == "TRANSFORM":
+            # keyed object transforms; a keyframed (prescribed) stiff body already plays its own motion
+            self.mode = "NONE" if prescribed else "TRANSFORM"
+        self.rest = None if rest is None else np.asarray(rest, np.float64)  # world positions at the start
         m = np.asarray(matrices, np.float64).reshape(-1, 4, 4)
         self.matrices = np.eye(4)[None] if self.particles else m  # (F, 4, 4) world matrix per frame
         self.frame_start = int(frame_start)
@@ -325,6 +405,9 @@ class BodyCache:
 
     def write_initial(self, frame_start: int, world: np.ndarray) -> None:
         """Store the start frame unless a resumed cache already holds it."""
+        if self.mode in ("TRANSFORM", "NONE"):
+            self.write(frame_start, world)
+            return
         if self.mode == "PC2" and self.writer is None:
             self._open(world.shape[0])
         if self.frames_done == 0 or self.mode == "SHAPE_KEYS":
@@ -335,6 +418,16 @@ class BodyCache:
         index = frame - self.frame_start
         if index < 0:
             raise ValueError(f"{self.name}: frame {frame} is before the bake's start {self.frame_start}")
+        if self.mode == "NONE":
+            return
+        if self.mode == "TRANSFORM":
+            if self.rest is None and index == 0:
+                self.rest = np.asarray(world, np.float64).copy()
+            begin_transform_bake(self.obj)
+            M = self.matrices[0] if index == 0 else rigid_world_matrix(self.rest, world, self.matrices[0])
+            key_transform(self.obj, frame, M)
+            self.frames_done = max(self.frames_done, index + 1)
+            return
         local = to_local(world, self.matrices[min(index, len(self.matrices) - 1)])
         if self.mode == "SHAPE_KEYS":
             if self.frames_done == 0:
@@ -377,6 +470,7 @@ def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
     mod = obj.modifiers.get(CACHE_MODIFIER)
     if mod is not None:
         obj.modifiers.remove(mod)
+    free_transform_bake(obj)
     if obj.type == "MESH":
         remove_shape_keys(obj)
     for n in obj.get(_DISABLED, []):

@@ -94,8 +94,9 @@ class Body:
     ``pin_indices`` (p,) int32, vertices held by pins (from a vertex group).
     ``pin_targets`` (F, p, 3) float32 or None: per-frame world targets of the pinned vertices
         (animated pins follow them); None means pins hold their start position.
-    ``animation`` (F, n, 3) float32 or None: colliders only; per-frame world positions of every
-        vertex (keyframed transforms and deforming meshes alike). None means static.
+    ``animation`` (F, n, 3) float32 or None: colliders and stiff bodies; per-frame world positions of
+        every vertex (keyframed transforms and deforming meshes alike). None means static (a collider)
+        or free (a stiff body); a stiff body with animation is prescribed (it follows its keys).
     ``initial_velocity`` (3,) m/s.
     The solver returns positions in this same vertex order and count.
     """

@@ -30,6 +30,7 @@ from typing import List
 import numpy as np
 from numba import njit
 
+from protocol.rigid import polar_rotation  # noqa: F401  (A = R P; re-exported for the solver side)
 from .inertia import MassProperties, mass_properties
 from .orthogonality import orth_energy, orth_gradient, orth_hessian, stiffness
 
@@ -254,13 +255,3 @@ class AffineBodies:
         """(4 n_bodies,) diagonal of Mbar per row (kg): the weights of the body rows in the force
         residual and the pin penalty."""
         return np.concatenate([np.diag(self.mbar[b]) for b in range(self.n)]) if self.n else np.zeros(0)
-
-
-def polar_rotation(A: np.ndarray) -> np.ndarray:
-    """The rotation R of the polar decomposition A = R P (P symmetric positive definite)."""
-    U, _, Vt = np.linalg.svd(np.asarray(A, np.float64))
-    R = U @ Vt
-    if np.linalg.det(R) < 0:
-        U[:, 2] *= -1.0
-        R = U @ Vt
-    return R
