@@ -162,3 +162,23 @@ def test_keyframed_stiff_body_is_prescribed():
     x = run.x
     assert np.abs(x[:8] - anim[frames]).max() < 1e-5    # float32 animation samples
     assert run.p(1)[-1, 0] > 0.01                        # the free box was pushed
+
+
+def test_heavy_block_on_cloth_1_to_1000():
+    """A 72 kg stiff block set down on a 72 g cloth sheet lying on the ground (mass ratio 1000):
+    intersection free and rigid every frame, the cloth stays between block and ground (above the
+    ground, below the block) and the block comes to rest on it."""
+    Vc, Tc, Ec = grid_sheet((0.6, 0.6), (8, 8), center=(0.0, 0.0, 0.0015))
+    cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
+                                                                bending_stiffness=1e-6, friction=0.3))
+    heavy = stiff_box("heavy", (0.2, 0.2, 0.2), (0.0, 0.0, 0.104), density=9000.0)
+    run = Run(scene(cloth, heavy, ground(), frame_end=25))
+    assert abs(run.ab.props[0].mass / (200.0 * 1e-3 * 0.36) - 1000.0) < 1e-6
+    run.advance(24)
+    x = run.x
+    n = len(Vc)
+    block_bottom = x[n:n + 8, 2].min()
+    under = np.abs(x[:n, :2]).max(axis=1) < 0.09          # cloth vertices under the block
+    assert x[:n, 2].min() > 0.0
+    assert (x[:n][under, 2] < block_bottom).all()
+    assert np.abs(np.diff(run.p(0)[-4:, 2])).max() < 1e-5
