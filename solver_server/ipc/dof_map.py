@@ -91,10 +91,12 @@ class DofMap:
         self.vptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
         vrows = np.arange(self.n_z, dtype=np.int64).repeat(cnt)
         vw = np.ones(int(cnt.sum()))
-        for s, i in enumerate(self.slaved):  # build-time only
-            a, b = self.vptr[i], self.vptr[i + 1]
-            vrows[a:b] = self.rows[self.ptr[s]:self.ptr[s + 1]]
-            vw[a:b] = self.w[self.ptr[s]:self.ptr[s + 1]]
+        if self.slaved.size:
+            # entry k of slaved vertex s (ptr[s] <= k < ptr[s+1]) goes to vptr[slaved[s]] + k - ptr[s]
+            k = np.arange(int(self.ptr[-1]), dtype=np.int64)
+            dst = np.repeat(self.vptr[self.slaved] - self.ptr[:-1], np.diff(self.ptr)) + k
+            vrows[dst] = self.rows
+            vw[dst] = self.w
         self.vrows, self.vw = vrows, vw
         self.is_slaved = np.zeros(self.n_z, bool)
         self.is_slaved[self.slaved] = True
