@@ -31,7 +31,8 @@ from .system import System
 
 PIN_TOL = 1e-7          # m: a penalised vertex this close to its target is snapped and eliminated
 KAPPA_M0 = 1.0e3        # initial penalty stiffness (dimensionless multiplier of the mass), book's DBC_stiff
-FRICTION_UPDATES = 1    # extra lagged-friction re-solves per step
+FRICTION_UPDATES = 0    # extra lagged-friction re-solves per step (normal forces and tangents refreshed at the
+                        # solved x). 1 cost ~15 Newton iterations a step on the folding drape (docs/solver.md)
 
 
 @dataclass
@@ -80,6 +81,11 @@ class IncrementalPotential:
         M3 = np.repeat(np.where(self.dyn, self.m, 0.0), 3)
         self.M3 = M3
         self.mass_dofs = np.repeat(wz, 3)[self.free_dofs]
+        # body of each free DOF for the stopping rule's per-body net-force test (newton.py); every extra
+        # row of z (affine-body translation / L A^T rows) is a group of its own
+        nb = int(sys.vertex_body.max()) + 1 if sys.n else 0
+        grp = np.concatenate([np.asarray(sys.vertex_body, np.int64), nb + np.arange(self.D.n_z - sys.n)])
+        self.dof_group = np.repeat(grp, 3)[self.free_dofs]
 
     # --- pieces --------------------------------------------------------------------------------
     def _energy(self, x: np.ndarray, cands) -> float:

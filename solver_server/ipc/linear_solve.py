@@ -11,8 +11,9 @@
 * **SuperLU** (scipy) when scikit-sparse is not importable, when CHOLMOD would run on the reference
   (netlib) BLAS (slower than SuperLU then), when ``CLEARANCE_LINEAR_SOLVER=superlu`` is set, or when
   CHOLMOD reports H not positive definite (one line on stderr says which): ``splu`` with
-  ``SymmetricMode``, the MMD_AT_PLUS_A ordering and diagonal pivots (H is SPD, no row interchanges). ``spsolve`` (partial pivoting, which destroys the symmetric ordering's
-  fill bound) took 49 s on the 64^2 drape's 12,675-DOF system where this takes 0.2 s.
+  ``SymmetricMode``, the MMD_AT_PLUS_A ordering and diagonal pivots (H is SPD, no row interchanges).
+  ``spsolve`` (partial pivoting, which destroys the symmetric ordering's fill bound) took 49 s on the
+  64^2 drape's 12,675-DOF system where this takes 0.2-0.4 s.
 
 ``"cg"`` (3x3 block-Jacobi PCG, warm started from the previous direction) is kept for comparison in
 scripts/bench_ipc.py; it needs ~700 iterations on the drape and is no faster.
