@@ -26,7 +26,7 @@ from protocol.scene import SceneError
 from . import preferences, server_process
 from .bake_session import CANCELLED, DONE, BakeSession, error_text
 from .export import export_scene, role_objects
-from .writeback import CACHE_MODIFIER, cache_dir, free_object, free_server_cache
+from .writeback import CACHE_MODIFIER, cache_dir, check_cache_paths, free_object, free_server_cache
 
 _sessions: dict = {}  # scene name -> running BakeSession (UI mode)
 
@@ -148,6 +148,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         try:
             export = export_scene(context)
             folder = cache_dir(scene)
+            check_cache_paths(export.scene.simulated())
             # The previous bake stays until the new job's first frame arrives (BakeSession): a scene
             # the server refuses keeps it playable. The server clears its own cache for a fresh bake.
             client = connect(context)

@@ -32,6 +32,7 @@ Points, then the emitter's material) after it so it renders as spheres without t
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from typing import Optional
@@ -129,9 +130,59 @@ def cache_dir(scene: bpy.types.Scene) -> str:
     return os.path.normpath(bpy.path.abspath(folder))
 
 
+_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def pc2_stem(name: str) -> str:
+    """The file stem of the cache of the object called ``name``: unique and stable.
+
+    A name that is already file-safe (``bpy.path.clean_name`` leaves it unchanged: letters,
+    digits, ``_``, ``-``) is its own stem, so "Cube" writes ``Cube.pc2`` as it always did. Any
+    other name gets the cleaned name plus ``.`` and the first 10 hex digits of the SHA-256 of
+    the exact name: "Cube.001" -> ``Cube_001.3c1f0b2a9d.pc2``, which differs from "Cube_001"'s
+    ``Cube_001.pc2``. Cleaning never leaves a ``.``, so a hashed stem can never equal a plain
+    one, and two different names that clean alike differ in their hash. The stem depends on the
+    name alone (not on the other objects), so Free Bake and Resume find the same file.
+    Names that differ only in case ("Cube", "cube") are refused per bake by
+    :func:`check_cache_paths` (they would share a file on Windows and macOS).
+    """
+    cleaned = bpy.path.clean_name(name)
+    if cleaned == name and name and name.casefold() not in _WINDOWS_RESERVED:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{cleaned[:100]}.{digest}"
+
+
 def pc2_path(folder: str, name: str) -> str:
-    """The .pc2 file of the body ``name`` inside ``folder``."""
-    return os.path.join(folder, bpy.path.clean_name(name) + ".pc2")
+    """The .pc2 file of the body ``name`` inside ``folder`` (stem from :func:`pc2_stem`)."""
+    return os.path.join(folder, pc2_stem(name) + ".pc2")
+
+
+def cache_file_names(bodies) -> dict:
+    """object name -> .pc2 file name for ``bodies`` (protocol Bodies: ``name``, ``role``).
+
+    A granular body writes the cache of its particle object ("<name>_particles").
+    """
+    return {b.name: pc2_stem(particle_object_name(b.name) if b.role == "granular" else b.name) + ".pc2"
+            for b in bodies}
+
+
+def check_cache_paths(bodies) -> None:
+    """Raise SceneError when two simulated objects would write the same .pc2 file.
+
+    :func:`pc2_stem` keeps different names apart exactly; what remains is a case-insensitive
+    file system (Windows, macOS), where "Cube.pc2" and "cube.pc2" are one file, and an object
+    named like another's particle object ("Sand" granular beside a "Sand_particles" object).
+    """
+    seen: dict = {}
+    for name, fname in cache_file_names(bodies).items():
+        key = fname.casefold()
+        if key in seen:
+            other = seen[key]
+            raise SceneError(f"{other!r} and {name!r} would write the same cache file {fname!r} "
+                             "(file names ignore case on Windows and macOS): rename one of them",
+                             name, "name")
+        seen[key] = name
 
 
 def blend_relative(path: str) -> str:
@@ -468,7 +519,11 @@ class BodyCache:
 def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
     """Remove what a bake added to ``obj``: cache modifier, shape keys, particle object, files."""
     mod = obj.modifiers.get(CACHE_MODIFIER)
+    old_file = None
     if mod is not None:
+        # A bake by an older add-on may have named the file differently (before pc2_stem):
+        # remove the file the modifier reads too, but only a .pc2 inside the cache folder.
+        old_file = os.path.normpath(bpy.path.abspath(mod.filepath)) if mod.filepath else None
         obj.modifiers.remove(mod)
     free_transform_bake(obj)
     if obj.type == "MESH":
@@ -484,7 +539,10 @@ def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
         obj.hide_render, obj.display_type = bool(saved["hide_render"]), saved["display_type"]
         del obj[_HIDDEN]
     if folder:
-        for p in (pc2_path(folder, obj.name), pc2_path(folder, particle_object_name(obj.name))):
+        own = [pc2_path(folder, obj.name), pc2_path(folder, particle_object_name(obj.name))]
+        if old_file and old_file.endswith(".pc2") and os.path.dirname(old_file) == os.path.normpath(folder):
+            own.append(old_file)
+        for p in own:
             if os.path.isfile(p):
                 os.remove(p)
 

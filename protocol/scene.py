@@ -15,6 +15,7 @@ between samples for substeps.
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -35,6 +36,10 @@ converged to ``newton_tol``, slower. Both keep the scene free of intersections."
 SOLVER_QUALITY_OF_OLD_SCENES = "accurate"
 """What a scene without ``solver_quality`` means: scenes written or sent before protocol 1.1
 had only the Newton IPC solver, so decoding fills in "accurate" (not the dataclass default)."""
+
+
+MAX_NAME_LENGTH = 1024
+"""Longest body name accepted (Blender's own names are at most 63 bytes)."""
 
 
 class SceneError(ValueError):
@@ -115,8 +120,17 @@ class Body:
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
         o = self.name
-        if not o:
+        if not isinstance(o, str) or not o:
             raise SceneError("a body has an empty name", "", "name")
+        if len(o) > MAX_NAME_LENGTH:
+            raise SceneError(f"{o[:40]}...: a body name has at most {MAX_NAME_LENGTH} characters, got {len(o)}",
+                             o, "name")
+        bad = [c for c in o if unicodedata.category(c) in ("Cc", "Cs")]
+        if bad:
+            # NUL and other control characters vanish or collapse in file names and numpy string
+            # arrays ("a" and "a\0" would become one body in the frame cache): refused outright.
+            raise SceneError(f"{o!r}: a body name must not contain control characters "
+                             f"(found {', '.join(sorted({f'U+{ord(c):04X}' for c in bad}))})", o, "name")
         if self.role not in ROLES:
             raise SceneError(f"{o}: unknown role {self.role!r}; use one of {ROLES}", o, "role")
         v = self.vertices
