@@ -53,6 +53,84 @@ class SceneError(ValueError):
 
 
 @dataclass(frozen=True)
+class Range:
+    """Accepted values of a number: ``lo`` .. ``hi`` (``lo_open``/``hi_open``: bound excluded),
+    its unit, and what a value outside usually means (shown to the user)."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+    unit: str = ""
+    hint: str = ""
+
+    def contains(self, v: float) -> bool:
+        if not math.isfinite(v):
+            return False
+        above = v > self.lo if self.lo_open else v >= self.lo
+        below = v < self.hi if self.hi_open else v <= self.hi
+        return above and below
+
+    def describe(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}{unit}"
+
+
+def check_range(value, rng: Range, obj: str, field_name: str, what: str) -> None:
+    """Raise SceneError(obj, field_name) unless ``value`` is a finite real number inside ``rng``.
+
+    ``what`` starts the message ("Cube: material density", "settings fps")."""
+    try:
+        v = float(value)
+        ok = not isinstance(value, (bool, str, bytes)) and rng.contains(v)
+    except (TypeError, ValueError, OverflowError):
+        v, ok = value, False
+    if not ok:
+        kind = "NaN" if isinstance(v, float) and math.isnan(v) else repr(value) if not isinstance(v, float) else f"{v:g}"
+        hint = f" ({rng.hint})" if rng.hint else ""
+        raise SceneError(f"{what} must be a finite number in {rng.describe()}, got {kind}{hint}", obj, field_name)
+
+
+MATERIAL_RANGES = {
+    "density": Range(0.0, 1e6, lo_open=True, unit="kg/m³", hint="water is 1000, steel 7850"),
+    "youngs_modulus": Range(0.0, 1e13, lo_open=True, unit="Pa",
+                            hint="rubber ~1e6, wood ~1e10, steel 2e11; stiffer than diamond cannot be resolved"),
+    "poisson_ratio": Range(0.0, 0.5, hi_open=True, hint="0.5 is incompressible, which the elastic models cannot represent"),
+    "friction": Range(0.0, 100.0),
+    "thickness": Range(0.0, 10.0, lo_open=True, unit="m"),
+    "bending_stiffness": Range(0.0, 1e6, unit="N·m"),
+    "damping": Range(0.0, 100.0, unit="s"),
+    "friction_angle": Range(0.0, 90.0, hi_open=True, unit="°"),
+    "particle_spacing": Range(0.0, 10.0, lo_open=True, unit="m"),
+    "hardening": Range(0.0, 1e3),
+    "critical_compression": Range(0.0, 1.0),
+    "critical_stretch": Range(0.0, 1.0),
+    "viscosity": Range(0.0, 1e9, unit="Pa·s"),
+    "yield_stress": Range(0.0, 1e12, unit="Pa"),
+}
+"""Accepted material values: physical bounds (density, moduli > 0, Poisson < 0.5, angles < 90°)
+and far beyond anything an artist needs at the top (a 1e30 Pa modulus ran 'done' with no
+warning before, see issue 8 item 9)."""
+
+MAX_SPEED = 1.0e4
+"""m/s: fastest initial velocity accepted (a rifle bullet is ~1e3; 1e9 finished 'done', unresolved)."""
+MAX_COORDINATE = 1.0e6
+"""m: largest vertex coordinate accepted (float32 frames keep ~0.1 m there)."""
+
+SETTINGS_RANGES = {
+    "fps": Range(0.0, 1e4, lo_open=True, unit="frames/s"),
+    "substeps": Range(1, 1e5, unit="steps per frame"),
+    "contact_gap": Range(0.0, 10.0, lo_open=True, unit="m"),
+    "friction": Range(0.0, 100.0),
+    "newton_tol": Range(0.0, 1e6, lo_open=True, unit="m/s"),
+    "max_newton_iterations": Range(1, 1e6),
+    "debug_frame_delay": Range(0.0, 1e6, unit="s"),
+    "debug_fail_after": Range(0, 1e9),
+}
+"""Accepted settings values (the time step dt = 1 / (fps * substeps) is then positive and finite)."""
+
+
+@dataclass(frozen=True)
 class Material:
     """Per-body physical parameters (SI units). Fields not used by a role are ignored."""
 
@@ -75,14 +153,11 @@ class Material:
     yield_stress: float = 1.0e3        # Pa (mud, von Mises)
 
     def validate(self, obj: str) -> None:
-        for name in ("density", "youngs_modulus", "thickness", "particle_spacing"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise SceneError(f"{obj}: material {name} must be a positive number, got {v}", obj, name)
-        if not (0.0 <= self.poisson_ratio < 0.5):
-            raise SceneError(f"{obj}: Poisson ratio must be in [0, 0.5), got {self.poisson_ratio}", obj, "poisson_ratio")
-        if not (math.isfinite(self.friction) and self.friction >= 0):
-            raise SceneError(f"{obj}: friction must be >= 0, got {self.friction}", obj, "friction")
+        """Refuse NaN, infinity and values outside :data:`MATERIAL_RANGES` (SceneError naming
+        ``obj`` and the field), and unknown model names. Every field is checked whatever the
+        role, so a NaN never reaches a solver that happens to read it."""
+        for name, rng in MATERIAL_RANGES.items():
+            check_range(getattr(self, name), rng, obj, name, f"{obj}: material {name}")
         if self.model not in ELASTIC_MODELS:
             raise SceneError(f"{obj}: unknown elastic model {self.model!r}; use one of {ELASTIC_MODELS}", obj, "model")
         if self.mpm_material not in MPM_MATERIALS:
@@ -141,6 +216,9 @@ class Body:
         if not np.isfinite(v).all():
             bad = int(np.nonzero(~np.isfinite(v).all(axis=1))[0][0])
             raise SceneError(f"{o}: vertex {bad} has a NaN or infinite coordinate; fix the mesh or its modifiers", o, "vertices")
+        if np.abs(v).max() > MAX_COORDINATE:
+            raise SceneError(f"{o}: a vertex lies {np.abs(v).max():g} m from the origin, beyond {MAX_COORDINATE:g} m; "
+                             "move the object or check its scale", o, "vertices")
         n = v.shape[0]
         for fname, width in (("triangles", 3), ("edges", 2)):
             a = getattr(self, fname)
@@ -165,8 +243,15 @@ class Body:
                 raise SceneError(f"{o}: animation must have shape ({n_frames}, {n}, 3)", o, "animation")
             if not np.isfinite(a).all():
                 raise SceneError(f"{o}: animated positions contain NaN or infinity", o, "animation")
-        if len(self.initial_velocity) != 3 or not all(math.isfinite(float(c)) for c in self.initial_velocity):
+        try:
+            vel = [float(c) for c in self.initial_velocity]
+        except (TypeError, ValueError):
+            vel = []
+        if len(vel) != 3 or not all(math.isfinite(c) for c in vel):
             raise SceneError(f"{o}: initial_velocity must be 3 finite numbers", o, "initial_velocity")
+        if math.sqrt(sum(c * c for c in vel)) > MAX_SPEED:
+            raise SceneError(f"{o}: initial speed {math.sqrt(sum(c * c for c in vel)):g} m/s is above "
+                             f"{MAX_SPEED:g} m/s, faster than the solver can resolve", o, "initial_velocity")
         if self.role in ("solid", "cloth", "stiff", "granular", "collider") and self.triangles.shape[0] == 0:
             raise SceneError(f"{o}: role {self.role!r} needs faces but the mesh has none", o, "triangles")
         if self.role == "rod" and self.edges.shape[0] == 0:
@@ -207,23 +292,39 @@ class Settings:
         return 1.0 / (self.fps * self.substeps)
 
     def validate(self) -> None:
+        """Refuse settings outside :data:`SETTINGS_RANGES`, NaN or infinite vectors, an empty
+        frame range, an inverted MPM domain and unknown names (SceneError naming the field)."""
+        for name in ("frame_start", "frame_end", "substeps", "max_newton_iterations", "debug_fail_after"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SceneError(f"settings {name} must be a whole number, got {v!r}", "", name)
         if self.frame_end <= self.frame_start:
             raise SceneError(f"frame_end ({self.frame_end}) must be after frame_start ({self.frame_start})", "", "frame_end")
-        if not (self.fps > 0 and math.isfinite(self.fps)):
-            raise SceneError(f"fps must be positive, got {self.fps}", "", "fps")
-        if self.substeps < 1:
-            raise SceneError(f"substeps must be >= 1, got {self.substeps}", "", "substeps")
-        if not (self.contact_gap > 0 and math.isfinite(self.contact_gap)):
-            raise SceneError(f"contact_gap must be a positive distance in metres, got {self.contact_gap}", "", "contact_gap")
+        if self.frame_end - self.frame_start > 1_000_000:
+            raise SceneError(f"the frame range {self.frame_start}..{self.frame_end} is longer than 1,000,000 frames",
+                             "", "frame_end")
+        for name, rng in SETTINGS_RANGES.items():
+            check_range(getattr(self, name), rng, "", name, f"settings {name}")
         if self.backend not in BACKENDS:
             raise SceneError(f"unknown backend {self.backend!r}; use one of {BACKENDS}", "", "backend")
         if self.solver_quality not in SOLVER_QUALITIES:
             raise SceneError(f"unknown solver_quality {self.solver_quality!r}; use one of {SOLVER_QUALITIES} "
                              "(fast: block descent, accurate: Newton IPC)", "", "solver_quality")
-        if not (math.isfinite(self.debug_frame_delay) and self.debug_frame_delay >= 0):
-            raise SceneError(f"debug_frame_delay must be >= 0 seconds, got {self.debug_frame_delay}", "", "debug_frame_delay")
-        if len(self.gravity) != 3 or not all(math.isfinite(float(g)) for g in self.gravity):
-            raise SceneError("gravity must be 3 finite numbers (m/s^2)", "", "gravity")
+        for name, limit in (("gravity", 1e4), ("domain_min", MAX_COORDINATE), ("domain_max", MAX_COORDINATE)):
+            vec = getattr(self, name)
+            try:
+                ok = len(vec) == 3 and all(math.isfinite(float(c)) and abs(float(c)) <= limit for c in vec)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise SceneError(f"settings {name} must be 3 finite numbers of magnitude at most {limit:g}, got {vec!r}",
+                                 "", name)
+        if not all(float(a) < float(b) for a, b in zip(self.domain_min, self.domain_max)):
+            raise SceneError(f"settings domain_min {self.domain_min} must be below domain_max {self.domain_max} "
+                             "on every axis", "", "domain_max")
+        dt = self.dt
+        if not (math.isfinite(dt) and dt > 0):
+            raise SceneError(f"the time step 1 / (fps * substeps) = {dt:g} s must be positive", "", "fps")
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,47 @@ def test_names_that_clean_alike_stay_apart_in_the_frame_cache(server, tmp_path):
     last = frames[max(frames)]
     assert list(last.names) == ["Cube.001", "Cube_001"]
     assert (last.positions[0] != last.positions[1]).any()
+
+
+NAN = float("nan")
+
+BAD_INPUTS = [   # (where, field, value): issue 8 item 9's cases and the brief's absurd inputs
+    ("material", "bending_stiffness", NAN),     # before: "Factor is exactly singular", no object named
+    ("material", "friction_angle", NAN),        # before: finished "done"
+    ("material", "youngs_modulus", 1e30),       # before: finished "done" with no warning
+    ("material", "youngs_modulus", 0.0),
+    ("material", "youngs_modulus", NAN),
+    ("material", "density", -5.0),
+    ("material", "poisson_ratio", 0.5),
+    ("material", "thickness", -0.002),
+    ("body", "initial_velocity", (1e9, 0.0, 0.0)),  # before: finished "done"
+    ("settings", "fps", 0.0),                   # dt = 1 / (fps * substeps) <= 0
+    ("settings", "fps", float("-inf")),
+    ("settings", "substeps", 0),
+    ("settings", "newton_tol", NAN),
+    ("settings", "contact_gap", -1e-3),
+    ("settings", "gravity", (0.0, 0.0, NAN)),
+]
+
+
+def _bad_scene(where: str, field: str, value):
+    scene = make_scene()
+    if where == "settings":
+        return dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, **{field: value}))
+    bodies = list(scene.bodies)
+    b = bodies[1]
+    bodies[1] = (dataclasses.replace(b, material=dataclasses.replace(b.material, **{field: value}))
+                 if where == "material" else dataclasses.replace(b, **{field: value}))
+    return dataclasses.replace(scene, bodies=tuple(bodies))
+
+
+def test_bad_values_are_refused_over_the_socket_naming_object_and_field(server, tmp_path):
+    for i, (where, field, value) in enumerate(BAD_INPUTS):
+        folder = tmp_path / f"c{i}"
+        err = _refusal(server.address, _bad_scene(where, field, value), folder)
+        want_obj = None if where == "settings" else make_scene().bodies[1].name
+        assert (err.code, err.field) == ("scene", field), (field, value, err)
+        assert (err.obj or None) == want_obj, (field, err)
+        assert field in err.message or field == "initial_velocity", err.message
+        assert not folder.exists()      # refused before any solve: nothing written
+    assert _bakes(server.address, make_scene(), tmp_path / "good") == "done"   # and the server still bakes
