@@ -30,6 +30,7 @@ AREAS = {
     "ipc": "bench_ipc.py",
     "mpm": "bench_mpm.py",
     "fast": "bench_fast.py",
+    "accurate": "bench_accurate.py",
 }
 TITLES = {
     "protocol": "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy",
@@ -37,6 +38,7 @@ TITLES = {
     "ipc": "IPC solver: drape vs Blender's cloth, stack, scaling",
     "mpm": "MPM: particle-steps per second vs Taichi (CPU)",
     "fast": "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver",
+    "accurate": "Accurate path (Newton IPC): before / after the cheaper stopping rule, friction solve and Cholesky",
 }
 
 
