@@ -13,11 +13,13 @@ backend error while building) leaves the previous bake's caches in place and pla
 from __future__ import annotations
 
 import os
+import sys
 import time
-from typing import Optional
+from typing import Optional, TextIO
 
 import bpy
 
+from protocol.convergence import ConvergenceReport
 from protocol.errors import RemoteError, ServerUnreachable
 from protocol.messages import Done, Error, Frame, Progress
 
@@ -58,6 +60,8 @@ class BakeSession:
         self.frame_start, self.frame_end = s.frame_start, s.frame_end
         self.last_news = time.monotonic()  # when the last message of this job arrived (stall detection)
         self.compiling = ""  # the server's "compiling kernels" notice, shown until the first solved frame
+        self.convergence = ConvergenceReport()  # solved frames whose solver steps missed their tolerance
+        self.warning = ""    # the bake's warning (frames that did not converge), set when it ends
         self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
                                          s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing,
@@ -87,6 +91,7 @@ class BakeSession:
         """
         st = self.scene.clearance
         st.last_error = ""
+        st.last_warning = ""
         os.makedirs(self.folder, exist_ok=True)
         self._status("Submitting…", 0.0)
         try:
@@ -111,6 +116,8 @@ class BakeSession:
                 if cache is not None:
                     cache.write(int(ev.frame), pos)
             self.last_frame = int(ev.frame)
+            if self.last_frame != self.frame_start:
+                self.convergence.add(self.last_frame, ev.stats)
             span = max(self.frame_end - self.frame_start, 1)
             self.scene.clearance.frames_baked = self.last_frame - self.frame_start + 1
             st = ev.stats or {}
@@ -126,7 +133,10 @@ class BakeSession:
                 self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
                              (self.last_frame - self.frame_start) / span)
         elif isinstance(ev, Progress):
-            text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
+            if ev.message.lower().startswith(ev.state):   # "compiling solver kernels 12/~58: ..."
+                text = ev.message[:1].upper() + ev.message[1:]
+            else:
+                text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
             if ev.state == "compiling" and ev.message:
                 # The server's first-bake notice (numba compiles the kernels once, minutes on a slow
                 # machine): it stays in the panel until the first solved frame, whatever progress
@@ -141,7 +151,10 @@ class BakeSession:
         elif isinstance(ev, Done):
             if ev.state == "done":
                 self.state = DONE
-                self._status(f"Baked {self.frame_start}–{self.frame_end}", 1.0)
+                self.warning = self.convergence.summary() or ""
+                self.scene.clearance.last_warning = self.warning
+                self._status(f"Baked {self.frame_start}–{self.frame_end}"
+                             + (f" with a warning: {self.warning}" if self.warning else ""), 1.0)
             elif ev.state == "cancelled":
                 self.state = CANCELLED
                 self._status(f"Cancelled after frame {self.last_frame if self.last_frame is not None else self.frame_start}; "
@@ -175,20 +188,29 @@ class BakeSession:
             self.close()
         return self.state == RUNNING
 
-    def run(self, stall_timeout: float = 600.0) -> str:
+    def run(self, stall_timeout: float = 600.0, log: Optional[TextIO] = sys.stdout) -> str:
         """Block until the job ends (background mode); returns the final state.
+
+        Every new status text (compile progress, each frame, the end, a warning) is printed to
+        ``log`` (stdout: the only display of ``blender -b``; None prints nothing).
 
         Fails when the server sends nothing for ``stall_timeout`` seconds. The server repeats its
         last progress every second while a long frame (or the first compilation) runs, so any
         message counts as news, not only a new frame or a new status text.
         """
         self.last_news = time.monotonic()
+        shown = None
         while self.state == RUNNING:
             self.poll(0.25)
             if self.state == RUNNING and time.monotonic() - self.last_news > stall_timeout:
                 self._fail(f"no news from the server for {stall_timeout:.0f} s")
                 self._cancel_quietly()
                 self.close()
+            if log is not None and self.message != shown:
+                # blender -b has no panel: its stdout shows what the panel would (compile progress
+                # "compiling solver kernels 12/~58", every frame, the end and any warning)
+                shown = self.message
+                print(f"clearance: {shown}", file=log, flush=True)
         return self.state
 
     def cancel(self) -> None:

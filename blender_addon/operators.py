@@ -113,7 +113,10 @@ def modal_event(context, session: BakeSession, event_type: str, event_value: str
 def outcome(session: BakeSession) -> tuple:
     """(operator result, report level, message) of a session that has ended."""
     if session.state == DONE:
-        return {"FINISHED"}, "INFO", f"Clearance: baked frames {session.frame_start}–{session.frame_end}"
+        text = f"Clearance: baked frames {session.frame_start}–{session.frame_end}"
+        if session.warning:   # frames whose solver did not converge: named, with the likely cause
+            return {"FINISHED"}, "WARNING", f"{text}, but {session.warning}"
+        return {"FINISHED"}, "INFO", text
     if session.state == CANCELLED:
         return {"FINISHED"}, "WARNING", session.message
     return {"CANCELLED"}, "ERROR", session.error or "the bake failed"
@@ -243,6 +246,7 @@ class CLEARANCE_OT_free_bake(bpy.types.Operator):
             free_server_cache(folder)
         st = scene.clearance
         st.progress, st.frames_baked, st.status, st.last_error, st.job_id = 0.0, 0, "", "", ""
+        st.last_warning = ""
         return {"FINISHED"}
 
 

@@ -166,6 +166,9 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
     progress: FloatProperty(name="Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR", options={"SKIP_SAVE"})
     status: StringProperty(name="Status", default="")
     last_error: StringProperty(name="Last Error", default="")
+    last_warning: StringProperty(name="Last Warning", default="",
+                                 description="Frames of the last bake whose solver did not converge, the objects "
+                                             "involved and the likely cause")
     job_id: StringProperty(name="Job", default="")
     frames_baked: IntProperty(name="Frames Baked", default=0,
                               description="Frames in the cache, start frame included")

@@ -106,6 +106,10 @@ class CLEARANCE_PT_bake(ClearancePanelBase, bpy.types.Panel):
             box = layout.box()
             for i, line in enumerate(_wrap(s.last_error, 60)):
                 box.label(text=line, icon="ERROR" if i == 0 else "BLANK1")
+        if s.last_warning and not s.is_baking:   # frames that did not converge (bake_session.py)
+            box = layout.box()
+            for i, line in enumerate(_wrap(s.last_warning, 60)):
+                box.label(text=line, icon="INFO" if i == 0 else "BLANK1")
 
 
 class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):

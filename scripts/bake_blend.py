@@ -82,6 +82,8 @@ def bake_here(args: argparse.Namespace) -> int:
         return 1
     bpy.ops.wm.save_mainfile()
     print(f"clearance: baked {s.frames_baked} frames into {out}")
+    if s.last_warning:   # frames whose solver did not converge (the objects and the likely cause)
+        print(f"clearance: warning: {s.last_warning}", flush=True)
     return 0
 
 

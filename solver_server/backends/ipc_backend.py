@@ -91,18 +91,63 @@ class IPCBackend(Backend):
     def advance(self) -> FrameResult:
         t0 = time.perf_counter()
         st = self.scene.settings
-        its, contacts, dmin, ok = 0, 0, float("inf"), True
+        its, contacts, dmin, missed = 0, 0, float("inf"), 0
         n_steps = st.substeps * (FAST_SUBSTEPS if self.quality == "fast" else 1)
+        before = self.system.body_positions(self.stepper.x)
         for k in range(n_steps):
             s = self.stepper.step(self.frame + (k + 1) / n_steps)
             its += s.newton_iterations
             contacts = max(contacts, s.contacts)
             dmin = min(dmin, s.min_distance)
-            ok = ok and s.converged
+            missed += 0 if s.converged else 1
         self.frame += 1
+        after = self.system.body_positions(self.stepper.x)
         stats = {"newton_iterations": its, "contacts": contacts, "seconds": time.perf_counter() - t0,
-                 "min_distance": dmin if np.isfinite(dmin) else None, "converged": ok}
-        return FrameResult(self.frame, self.system.body_positions(self.stepper.x), stats)
+                 "min_distance": dmin if np.isfinite(dmin) else None, "converged": missed == 0,
+                 "unconverged_steps": missed, "steps": n_steps}
+        if missed:
+            names, why = self.diagnose(before, after, n_steps, st.dt * st.substeps / n_steps)
+            stats["unconverged_objects"] = "\n".join(names)
+            cap = (f"Newton IPC stopped at Max Newton Iterations ({st.max_newton_iterations})" if self.quality != "fast"
+                   else f"block descent spent its sweep budget ({FAST_SWEEPS} sweeps a step)")
+            stats["warning"] = f"{missed} of {n_steps} solver steps did not meet the tolerance ({cap}): {why}"
+        return FrameResult(self.frame, after, stats)
+
+    def diagnose(self, before: dict, after: dict, n_steps: int, h: float) -> tuple:
+        """(object names, sentence) for a frame that did not converge: the simulated objects that
+        moved too far per step (too fast: more than a tenth of their size) or whose elastic waves
+        cross them many times per step (too stiff for the time step), else the objects that moved
+        most. A heuristic that names the likely cause, not a proof."""
+        bodies = {b.name: b for b in self.scene.bodies}
+        fast, stiff, moved = [], [], []
+        for name, p1 in after.items():
+            b = bodies.get(name)
+            if b is None:
+                continue
+            size = float(np.linalg.norm(np.ptp(b.vertices, axis=0))) or 1.0
+            step = float(np.linalg.norm(np.asarray(p1, np.float64) - before[name], axis=1).max()) / max(n_steps, 1)
+            moved.append((step, name))
+            if step > 0.1 * size:
+                fast.append((name, f"{name} moves {step:.3g} m per step ({step / h:.3g} m/s), too fast for the time step"))
+                continue
+            m = b.material
+            rigid_body = b.role == "stiff" and self.quality != "fast"    # an affine body: no elastic waves
+            if b.role in ("solid", "cloth", "rod", "stiff") and not rigid_body:
+                crossings = (m.youngs_modulus / m.density) ** 0.5 * h / size
+                if crossings > 20.0:
+                    stiff.append((name, f"{name} is too stiff for the time step (Young's modulus {m.youngs_modulus:g} Pa: "
+                                 f"a wave crosses it {crossings:.0f} times per step)"))
+        if fast or stiff:
+            names = [n for n, _ in fast + stiff]
+            fix = "raise Substeps" + (", or lower Young's Modulus" if stiff else "") + \
+                  ("" if self.quality != "fast" else ", or use Solver Quality Accurate")
+            return names, "; ".join(t for _, t in fast + stiff) + f". Fix: {fix}."
+        moved.sort(reverse=True)
+        names = [n for d, n in moved[:3] if d > 0] or [n for d, n in moved[:1]]
+        fix = ("raise Max Newton Iterations or Substeps" if self.quality != "fast"
+               else "raise Substeps or use Solver Quality Accurate")
+        return names, (f"no object is too fast or too stiff; most likely hard contact or tight folds of "
+                       f"{', '.join(names)}. Fix: {fix}.")
 
     def get_state(self) -> dict:
         return {"x": self.stepper.x.copy(), "v": self.stepper.v.copy(), "frame": np.array(self.frame)}

@@ -12,6 +12,7 @@ import re
 import sys
 from typing import Optional, TextIO
 
+from protocol.convergence import UNCONVERGED_OBJECTS, WARNING, ConvergenceReport
 from protocol.pc2 import PC2Writer
 from protocol.scene import SOLVER_QUALITIES, Scene, SceneError
 from .cache import JobCache
@@ -99,6 +100,7 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
     print(f"backend {s.backend}, solver quality {s.solver_quality}"
           + ("" if s.backend == "ipc" else " (used by the ipc backend only)"), file=log, flush=True)
     result = {}
+    report = ConvergenceReport()
 
     mode = ["building"]
 
@@ -108,9 +110,14 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
             print(f"[{ev[1]}] frame {ev[2]} {100 * ev[3]:5.1f}% {ev[4]}", file=log, flush=True)
         elif ev[0] == "frame":
             st = ev[4]
-            extra = " ".join(f"{k}={st[k]:.3g}" if isinstance(st[k], float) else f"{k}={st[k]}" for k in st)
+            extra = " ".join(f"{k}={st[k]:.3g}" if isinstance(st[k], float) else f"{k}={st[k]}" for k in st
+                             if k not in (WARNING, UNCONVERGED_OBJECTS))
             what = "kept from the cache" if mode[0] == "resuming" else "done"
             print(f"frame {ev[1]} {what} {extra}", file=log, flush=True)
+            if ev[1] != s.frame_start:
+                warning = report.add(ev[1], st)
+                if warning:
+                    print(f"warning: frame {ev[1]} did not converge: {warning}", file=log, flush=True)
         elif ev[0] == "end":
             result["end"] = ev
 
@@ -124,4 +131,7 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
     for n, p in paths.items():
         print(f"wrote {p} ({n})", file=log, flush=True)
     print(f"bake done: {end[2]} frames in {out_dir}", file=log, flush=True)
+    summary = report.summary()
+    if summary:
+        print(f"warning: {summary}", file=log, flush=True)
     return 0
