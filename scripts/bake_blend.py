@@ -11,6 +11,8 @@ does the work and the add-on is enabled from this checkout. The bake is the add-
 in the cache folder set in the file (default ``//clearance_cache/`` beside the output).
 ``--solver-quality`` overrides the file's Solver Quality (saved into the output file, so it
 records what it was baked with).
+Progress goes to stdout as ``clearance: ...`` lines (each solver kernel of a cold compile, each
+frame, the end, and a warning naming the objects of frames that did not converge).
 Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
 """
 from __future__ import annotations

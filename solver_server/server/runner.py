@@ -105,10 +105,36 @@ def _bake_locked(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should
     elif not resume:
         cache.check_owner()   # never overwrite or clear a folder that is not a Clearance cache
     cache.remove_temporaries()  # what a killed job left half-written (exact names of ours only)
-    from solver_server.backends import create
     warm = kernel_cache.is_warm(s.backend)
     progress("building" if warm else "compiling", 0.0,
              "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
+    with _compile_progress(s.backend, s.solver_quality, emit, n):
+        _solve(scene, cache, resume, emit, should_stop, n, progress, digest, last, warm)
+
+
+def _compile_progress(backend: str, quality: str, emit: Emit, n: _Counters):
+    """Report every kernel numba compiles during the job as a "compiling" progress message
+    ("compiling solver kernels 12/~58: name (41 s)"), whenever it happens (a cold first frame,
+    or a kernel first needed later). Emitted directly, never raising JobCancelled inside numba's
+    compiler: cancel is checked between kernels by the job loop and the server's terminate."""
+    if backend == "none":
+        import contextlib
+        return contextlib.nullcontext()
+    from solver_server.compile_progress import CompileProgress, key_of, message
+
+    def report(done: int, expected: int, name: str, seconds: float) -> None:
+        frac = min(done / expected, 0.99) if expected else 0.0
+        emit(("progress", "compiling", int(n.current), float(frac), message(done, expected, name, seconds)))
+
+    return CompileProgress(report, key_of(backend, quality))
+
+
+def _solve(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should_stop: Callable[[], bool],
+           n: _Counters, progress: Callable, digest: str, last, warm: bool) -> None:
+    """Build the backend, then resume or start over, then solve, cache and emit every frame."""
+    s = scene.settings
+    span = max(1, s.frame_end - s.frame_start)
+    from solver_server.backends import create
     backend = create(scene, lambda st, fr: progress(st, (n.current - s.frame_start + fr) / span))
     # Only a scene the backend accepted replaces the previous job's cache: a refused re-bake
     # (bad mesh, starting intersection) keeps the old frames and their resume state.
