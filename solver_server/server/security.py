@@ -127,3 +127,39 @@ class AuthThrottle:
         for d in (self._fails, self._locked):
             while len(d) > self.max_addresses:
                 d.popitem(last=False)
+
+
+class PreauthRate:
+    """Limit what peers that have not authenticated may send, per address (a secret server only):
+    the connection-rate limit of issue 8 item 5.
+
+    ZeroMQ hides connections, but every new connection must send at least a Hello before it can
+    do anything, so counting messages from not-yet-authenticated peers counts connections. At
+    most ``max_messages`` such messages per address in any ``window`` seconds are parsed (a
+    client needs one or two); beyond that the peer's messages are answered with code ``auth``
+    ("too many connections") without being decoded, and nothing is stored for the peer. At most
+    ``max_addresses`` addresses are tracked (least recently seen dropped first).
+    """
+
+    def __init__(self, max_messages: int = 30, window: float = 10.0, max_addresses: int = 4096,
+                 clock: Callable[[], float] = time.monotonic):
+        self.max_messages = max_messages
+        self.window = window
+        self.max_addresses = max_addresses
+        self.clock = clock
+        self._seen: "OrderedDict[str, list]" = OrderedDict()   # address -> times of its recent messages
+
+    def allow(self, address: Optional[str]) -> float:
+        """Record one unauthenticated message from ``address``; returns 0 when it may be handled,
+        else the seconds until the address may send again (its oldest recent message expires)."""
+        if address is None:
+            return 0.0
+        now = self.clock()
+        times = [t for t in self._seen.pop(address, []) if now - t < self.window]
+        if len(times) >= self.max_messages:
+            self._seen[address] = times
+            return max(self.window - (now - times[0]), 0.001)
+        self._seen[address] = times + [now]
+        while len(self._seen) > self.max_addresses:
+            self._seen.popitem(last=False)
+        return 0.0

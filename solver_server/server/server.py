@@ -28,7 +28,7 @@ from protocol.scene import SceneError
 from protocol.version import PROTOCOL_VERSION, compatible, version_str
 from .cache import CacheError, JobCache, scene_hash
 from .jobs import Job, JobManager
-from .security import PREAUTH_MAX_BYTES, AuthThrottle, Sessions, check_bind, secret_ok
+from .security import PREAUTH_MAX_BYTES, AuthThrottle, PreauthRate, Sessions, check_bind, secret_ok
 
 SERVER_NAME = "clearance-server"
 SERVER_VERSION = "0.1.0"
@@ -66,6 +66,7 @@ class Server:
         self.jobs = JobManager(self._job_event, workers)
         self.sessions = Sessions(max_sessions)   # identity -> "ok" | "refused", bounded
         self.throttle = AuthThrottle()           # wrong-secret guesses per peer address
+        self.preauth_rate = PreauthRate()        # messages before Hello per peer address (connection rate)
         self._stop = threading.Event()
         self._last_progress: dict = {}  # job id -> (monotonic time, Progress fields)
         from solver_server.backends import available
@@ -128,6 +129,12 @@ class Server:
 
     def _handle_message(self, identity: bytes, frames: list) -> None:
         session = self.sessions.get(identity)
+        if session != "ok" and self.secret:
+            wait = self.preauth_rate.allow(_peer_address(frames[0]))
+            if wait > 0:   # a flood of new connections from one address: only a small header's id is read
+                self._error(identity, "auth", f"too many connections from {_peer_address(frames[0])} without the "
+                            f"secret; try again in {wait:.0f} s", _small_header_id(frames[0]))
+                return
         if session != "ok" and (len(frames) != 1 or _nbytes(frames[0]) > PREAUTH_MAX_BYTES):
             # Before Hello only small one-frame messages (hello, ping) are even parsed.
             self._error(identity, "auth" if self.secret else "handshake",

@@ -107,3 +107,50 @@ def test_the_session_table_is_bounded():
         srv.stop()
         t.join(10)
         ctx.term()
+
+
+def test_connection_rate_per_address_is_limited_on_a_secret_server():
+    """Issue 8 item 5: the connection-rate limit. Each new connection needs messages before it is
+    authenticated; past the per-address budget they are refused undecoded, while peers that
+    already said Hello keep being served. A real in-process server on tcp loopback, its limit
+    lowered to 4 messages a minute so the test needs only a few connections."""
+    from solver_server.server.security import PreauthRate
+    ctx = zmq.Context()
+    srv = Server("tcp://127.0.0.1:0", context=ctx, secret="right")
+    srv.preauth_rate = PreauthRate(max_messages=4, window=60.0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    clients = []
+    try:
+        for i in range(4):                          # four connections, one Hello each: welcome
+            c = Client(srv.address, timeout=10.0, client_name=f"c{i}", context=ctx, secret="right")
+            c.connect()
+            clients.append(c)
+        late = Client(srv.address, timeout=10.0, client_name="late", context=ctx, secret="right")
+        clients.append(late)
+        with pytest.raises(RemoteError) as e:       # the fifth, even with the right secret
+            late.connect()
+        assert e.value.code == "auth" and "too many connections from 127.0.0.1" in e.value.message
+        assert len(srv.sessions) == 4               # nothing stored for it
+        with pytest.raises(RemoteError) as e:       # the authenticated ones are still served
+            clients[0].status("no-such-job")
+        assert e.value.code == "unknown_job"
+    finally:
+        for c in clients:
+            c.close()
+        srv.stop()
+        t.join(10)
+        ctx.term()
+
+
+def test_preauth_rate_window_follows_its_clock():
+    from solver_server.server.security import PreauthRate
+    now = [0.0]
+    r = PreauthRate(max_messages=2, window=10.0, max_addresses=2, clock=lambda: now[0])
+    assert r.allow("a") == 0 and r.allow("a") == 0
+    assert r.allow("a") == 10.0 and r.allow("b") == 0      # per address
+    now[0] = 10.5                                          # the first two expired
+    assert r.allow("a") == 0
+    assert r.allow(None) == 0                              # inproc/ipc peers have no address
+    r.allow("c")
+    assert "b" not in r._seen and len(r._seen) == 2        # bounded: least recently seen dropped
