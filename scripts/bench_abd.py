@@ -39,7 +39,7 @@ def make_scene(n: int, div: int, frames: int) -> Scene:
     return Scene(Settings(frame_start=1, frame_end=frames + 1, solver_quality="accurate"), tuple(bodies))
 
 
-def run(scene: Scene, affine: bool, frames: int) -> dict:
+def run(scene: Scene, affine: bool, frames: int, check: bool = True) -> dict:
     b = IPCBackend(scene)
     if not affine:  # the same scene with the stiff role as stiff FEM (the pre-ABD path)
         st = scene.settings
@@ -56,8 +56,11 @@ def run(scene: Scene, affine: bool, frames: int) -> dict:
         r = b.advance()
         times.append(time.perf_counter() - t0)
         its += r.stats["newton_iterations"]
-        x = np.ascontiguousarray(D.to_x(b.stepper.x))
-        hits += count_intersections(x, b.contact.mesh.faces, b.contact.mesh.edges)
+        if check:  # exact test; its rational fallback is slow on large flat-resting meshes
+            x = np.ascontiguousarray(D.to_x(b.stepper.x))
+            hits += count_intersections(x, b.contact.mesh.faces, b.contact.mesh.edges)
+        print(f"  {'ABD' if affine else 'FEM'} frame {f + 1}: {times[-1]:.2f} s, {r.stats['newton_iterations']} "
+              f"Newton it., {r.stats['contacts']} contacts", flush=True)
     return {"s_per_frame": float(np.mean(times[1:])) if frames > 1 else times[0], "first": times[0],
             "newton_per_frame": its / frames, "intersections": hits,
             "dofs": int(3 * ((~D.is_slaved) & (b.system.weight_z > 0)).sum()),
@@ -70,13 +73,15 @@ def main() -> None:
     ap.add_argument("--div", type=int, default=6)
     ap.add_argument("--frames", type=int, default=12)
     ap.add_argument("--abd-only", action="store_true", help="skip the stiff FEM variant (large scenes)")
+    ap.add_argument("--no-check", action="store_true", help="skip the per-frame exact intersection count")
     a = ap.parse_args()
     sc = make_scene(a.cubes, a.div, a.frames)
     for name, aff in (("ABD", True), ("stiff FEM", False))[:1 if a.abd_only else 2]:
-        r = run(sc, aff, a.frames)
+        r = run(sc, aff, a.frames, not a.no_check)
+        checked = f"{r['intersections']} intersections over {a.frames} frames" if not a.no_check else "not checked"
         print(f"{name:10s} cubes {a.cubes} div {a.div}: {r['s_per_frame']:.3f} s/frame (first {r['first']:.1f} s), "
               f"{r['newton_per_frame']:.1f} Newton it./frame, {r['dofs']} simulated DOFs, {r['tets']} tets, "
-              f"{r['intersections']} intersections over {a.frames} frames", flush=True)
+              f"{checked}", flush=True)
 
 
 if __name__ == "__main__":
