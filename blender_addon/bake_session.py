@@ -62,6 +62,8 @@ class BakeSession:
         self.compiling = ""  # the server's "compiling kernels" notice, shown until the first solved frame
         self.convergence = ConvergenceReport()  # solved frames whose solver steps missed their tolerance
         self.warning = ""    # the bake's warning (frames that did not converge), set when it ends
+        self._log: Optional[TextIO] = None   # where run() echoes each status (blender -b stdout)
+        self._echoed = ""
         self._replaced = resume  # a resumed bake keeps its cache; a fresh one replaces it at its first frame
         self.caches = {b.name: BodyCache(export.objects[b.name], b.role, export.matrices[b.name], folder,
                                          s.frame_start, output, resume, radius=0.5 * b.material.particle_spacing,
@@ -71,6 +73,7 @@ class BakeSession:
     # -- status shown in the panel ----------------------------------------------------------
     def _status(self, message: str, progress: Optional[float] = None) -> None:
         self.message = message
+        self._echo(message)
         st = self.scene.clearance
         st.status = message
         if progress is not None:
@@ -199,19 +202,27 @@ class BakeSession:
         message counts as news, not only a new frame or a new status text.
         """
         self.last_news = time.monotonic()
-        shown = None
-        while self.state == RUNNING:
-            self.poll(0.25)
-            if self.state == RUNNING and time.monotonic() - self.last_news > stall_timeout:
-                self._fail(f"no news from the server for {stall_timeout:.0f} s")
-                self._cancel_quietly()
-                self.close()
-            if log is not None and self.message != shown:
-                # blender -b has no panel: its stdout shows what the panel would (compile progress
-                # "compiling solver kernels 12/~58", every frame, the end and any warning)
-                shown = self.message
-                print(f"clearance: {shown}", file=log, flush=True)
+        # blender -b has no panel: its stdout shows every status the panel would (each compiled
+        # kernel "compiling solver kernels 12/~254", every frame, the end and any warning)
+        self._log = log
+        if log is not None and self.message:
+            self._echo(self.message)
+        try:
+            while self.state == RUNNING:
+                self.poll(0.25)
+                if self.state == RUNNING and time.monotonic() - self.last_news > stall_timeout:
+                    self._fail(f"no news from the server for {stall_timeout:.0f} s")
+                    self._cancel_quietly()
+                    self.close()
+        finally:
+            self._log = None
         return self.state
+
+    def _echo(self, message: str) -> None:
+        """Print a new status line to the run() log (once per distinct consecutive status)."""
+        if self._log is not None and message != self._echoed:
+            self._echoed = message
+            print(f"clearance: {message}", file=self._log, flush=True)
 
     def cancel(self) -> None:
         """Ask the server to stop; the session ends when its Done(cancelled) arrives."""
