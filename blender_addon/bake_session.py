@@ -136,7 +136,7 @@ class BakeSession:
                 self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
                              (self.last_frame - self.frame_start) / span)
         elif isinstance(ev, Progress):
-            if ev.message.lower().startswith(ev.state):   # "compiling solver kernels 12/~58: ..."
+            if ev.message.lower().startswith(ev.state):   # "compiling solver kernels 12/~254: ..."
                 text = ev.message[:1].upper() + ev.message[1:]
             else:
                 text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
