@@ -31,6 +31,7 @@ AREAS = {
     "mpm": "bench_mpm.py",
     "fast": "bench_fast.py",
     "accurate": "bench_accurate.py",
+    "pbng": "bench_pbng.py",
 }
 TITLES = {
     "protocol": "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy",
@@ -39,6 +40,7 @@ TITLES = {
     "mpm": "MPM: particle-steps per second vs Taichi (CPU)",
     "fast": "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver",
     "accurate": "Accurate path (Newton IPC): before / after the cheaper stopping rule, friction solve and Cholesky",
+    "pbng": "Quasistatics: PBNG vs Newton on the seed's stretching block at equal residual",
 }
 
 

@@ -95,7 +95,10 @@ class IPCBackend(Backend):
         n_steps = st.substeps * (FAST_SUBSTEPS if self.quality == "fast" else 1)
         before = self.system.body_positions(self.stepper.x)
         for k in range(n_steps):
-            s = self.stepper.step(self.frame + (k + 1) / n_steps)
+            if self.quality == "fast":
+                s = self.stepper.step(self.frame + (k + 1) / n_steps, stats=k == n_steps - 1)
+            else:
+                s = self.stepper.step(self.frame + (k + 1) / n_steps)
             its += s.newton_iterations
             contacts = max(contacts, s.contacts)
             dmin = min(dmin, s.min_distance)
@@ -109,7 +112,8 @@ class IPCBackend(Backend):
             names, why = self.diagnose(before, after, n_steps, st.dt * st.substeps / n_steps)
             stats["unconverged_objects"] = "\n".join(names)
             cap = (f"Newton IPC stopped at Max Newton Iterations ({st.max_newton_iterations})" if self.quality != "fast"
-                   else f"block descent spent its sweep budget ({FAST_SWEEPS} sweeps a step)")
+                   else f"a keyframed object or pinned vertex lagged behind its keyframe after the whole sweep "
+                        f"budget ({FAST_SWEEPS} sweeps a step and its extra budgets)")
             stats["warning"] = f"{missed} of {n_steps} solver steps did not meet the tolerance ({cap}): {why}"
         return FrameResult(self.frame, after, stats)
 

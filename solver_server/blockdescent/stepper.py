@@ -21,7 +21,7 @@ from solver_server.ipc.contact_bridge import EPS_V
 from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
 from .bounds import GAMMA, detect
-from .incidence import color_lists, incidence, vertex_colors
+from .incidence import color_arrays, element_tuple, incidence
 from .sweep import initial_guess, run_sweeps
 
 PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
@@ -50,21 +50,9 @@ class BlockDescentStepper:
         n = sys.n
         el = sys.elastic
         self.n_elements = el.n_elements()
-        groups = [el.tets, el.tris, el.hinges, el.rod_edges, el.rod_bends]
-        cols = color_lists(vertex_colors(groups, n))
-        self.col_start = np.zeros(len(cols) + 1, np.int64)
-        self.col_start[1:] = np.cumsum([len(c) for c in cols])
-        self.col_verts = np.concatenate(cols).astype(np.int32) if cols else np.zeros(0, np.int32)
-        self.n_colors = len(cols)
-        f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
-        i32 = lambda a: np.ascontiguousarray(a, np.int32)  # noqa: E731
-        self.EL = (i32(el.tris), f64(el.tri_Dm_inv), f64(el.tri_area * el.tri_thick), f64(el.tri_mu), f64(el.tri_lam),
-                   *incidence(el.tris, n),
-                   i32(el.hinges), f64(el.hinge_kw), f64(el.hinge_d0), *incidence(el.hinges, n),
-                   i32(el.tets), f64(el.tet_Dm_inv), f64(el.tet_vol), f64(el.tet_mu), f64(el.tet_lam),
-                   i32(el.tet_model), *incidence(el.tets, n),
-                   i32(el.rod_edges), f64(el.rod_rest), f64(el.rod_k), *incidence(el.rod_edges, n),
-                   i32(el.rod_bends), f64(el.rod_kw), f64(el.rod_d0), *incidence(el.rod_bends, n))
+        self.col_start, self.col_verts = color_arrays(el, n)
+        self.n_colors = len(self.col_start) - 1
+        self.EL = element_tuple(el, n)
         self.presc = np.zeros(n, np.bool_)
         self.presc[sys.bc_index] = True
         # colliders move as rigid groups (one group per collider body), pins one by one
@@ -119,7 +107,12 @@ class BlockDescentStepper:
         return not len(i) or float(np.abs(x[i] - target[i]).max()) <= PRESCRIBED_TOL
 
     # --- the step ---------------------------------------------------------------------------------
-    def step(self, frame_end: float) -> StepStats:
+    def step(self, frame_end: float, stats: bool = True) -> StepStats:
+        """One step to the (fractional) frame ``frame_end``. ``stats``: also count the contacts and
+        the smallest contact distance at the end (a broad phase of its own; the backend asks for it
+        on a frame's last step only). converged is False only when a collider or pin could not reach
+        its keyframe: spending the sweep budget is Fast's normal mode (a fixed-iteration solver, as
+        VBD), not a failure the artist should be warned about; the residual is in last_step_size."""
         t0 = time.perf_counter()
         s = self.s
         st = StepStats()
@@ -176,10 +169,10 @@ class BlockDescentStepper:
                     break
                 if ct is None and out[2] == 0:
                     break
-        st.converged = bool(out[3] > 0)
+        st.converged = bool(out[3] > 0) or self._arrived(x, target)
         self.v = (x - x_n) / h
         self.x = x
-        if ct is not None:
+        if ct is not None and stats:
             cands = ct.candidates(x)
             st.contacts = ct.count_active(x, cands)
             st.min_distance = ct.min_distance(x, cands)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .vertex_contact import barrier_vertex, friction_vertex
+from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex
 from .vertex_elastic import bending_vertex, hinge_vertex, membrane_vertex, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
@@ -51,18 +51,14 @@ def _solve3(H, g, out):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
-    """Newton target p (3,) of free vertex v; returns False when the local system is singular."""
+def elastic_vertex(v, x, EL, g, H, J, s5, dv, r):
+    """Add every elastic term's gradient (N) and PSD block (N/m) at vertex v into g (3,), H (3, 3):
+    the membranes, hinges, tets, rod stretch and rod bends that touch v (EL from incidence.element_tuple)."""
     (tris, tri_Dm, tri_w, tri_mu, tri_lam, vt_s, vt_e, vt_k,
      hin, hin_kw, hin_d0, vh_s, vh_e, vh_k,
      tets, tet_Dm, tet_vol, tet_mu, tet_lam, tet_model, vT_s, vT_e, vT_k,
      rods, rod_rest, rod_k, vr_s, vr_e, vr_k,
      rb, rb_kw, rb_d0, vb_s, vb_e, vb_k) = EL
-    mh = mass[v] * inv_h2
-    for a in range(3):
-        g[a] = mh * (x[v, a] - y[v, a])
-        for b in range(3):
-            H[a, b] = mh if a == b else 0.0
     for j in range(vt_s[v], vt_s[v + 1]):
         e = vt_e[j]
         membrane_vertex(x, tris[e], tri_Dm[e], tri_w[e], tri_mu[e], tri_lam[e], vt_k[j], g, H, True)
@@ -78,9 +74,20 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
     for j in range(vb_s[v], vb_s[v + 1]):
         e = vb_e[j]
         bending_vertex(1, x, rb[e], rb_kw[e], rb_d0[e], vb_k[j], g, H, J, s5, dv, r)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, SC, p):
+    """Newton target p (3,) of free vertex v; returns False when the local system is singular."""
+    mh = mass[v] * inv_h2
+    for a in range(3):
+        g[a] = mh * (x[v, a] - y[v, a])
+        for b in range(3):
+            H[a, b] = mh if a == b else 0.0
+    elastic_vertex(v, x, EL, g, H, J, s5, dv, r)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
     for j in range(vp_s[v], vp_s[v + 1]):
-        barrier_vertex(x, pids, pee, poff, peps, vp_e[j], vp_k[j], dhat, kappa, g, H, X)
+        barrier_vertex(x, pids, pee, poff, peps, vp_e[j], vp_k[j], dhat, kappa, g, H, SC)
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     for j in range(vf_s[v], vf_s[v + 1]):
         friction_vertex(x, x_fr, fids, fcoef, fT, fml, vf_e[j], vf_k[j], eps_f, g, H)
@@ -140,9 +147,12 @@ def _admissible_move(v, x, p, BD, EL, slide):
     first constraint, then (if ``slide``) the rest of the move with its component into that
     constraint removed, again up to the first constraint; finally shortened so every incident tet
     keeps VOLUME_KEEP of its volume. Returns 1 if a constraint cut the move."""
-    cur = np.empty(3)
-    dx = np.empty(3)
-    nb = np.empty(3)
+    return _admissible_move_s(v, x, p, BD, EL, slide, np.empty(3), np.empty(3), np.empty(3))
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
+    """_admissible_move with caller-provided scratch cur, dx, nb (3,): no allocation per vertex."""
     BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     for a in range(3):
         cur[a] = x[v, a]
@@ -228,7 +238,10 @@ def _sweep_range(j0, j1, verts, x, y, mass, inv_h2, presc, group, target, BD, EL
     s5 = np.empty((5, 3))
     dv = np.empty(3)
     r = np.empty(3)
-    X = np.empty(12)
+    SC = contact_scratch()
+    cur = np.empty(3)
+    dxs = np.empty(3)
+    nb = np.empty(3)
     p = np.empty(3)
     for j in range(j0, j1):
         v = verts[j]
@@ -243,11 +256,11 @@ def _sweep_range(j0, j1, verts, x, y, mass, inv_h2, presc, group, target, BD, EL
             for a in range(3):
                 p[a] = target[v, a]
         else:
-            if not _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, X, p):
+            if not _vertex_step(v, x, y, mass, inv_h2, EL, CT, FR, g, H, J, s5, dv, r, SC, p):
                 for a in range(3):
                     p[a] = x[v, a]
             res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
-        cut = _admissible_move(v, x, p, BD, EL, True)
+        cut = _admissible_move_s(v, x, p, BD, EL, True, cur, dxs, nb)
         for a in range(3):
             newp[j, a] = p[a]
         stat[j, 0] = res

@@ -21,15 +21,23 @@ from numba import njit
 
 from solver_server.ipc.contact.barrier import barrier_first_derivative, barrier_second_derivative
 from solver_server.ipc.contact.barrier_pair import cross_norm2_value, pair_stencil_local
-from solver_server.ipc.contact.distance import stencil_closest
+from solver_server.ipc.contact.distance import stencil_closest_into
 from solver_server.ipc.contact.friction import _tangent_disp, f1_over_y
 from solver_server.ipc.contact.mollifier import mollifier
 
 
 @njit(cache=True, fastmath=False)
-def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, X):
-    """Add pair k's barrier gradient / PSD block for the vertex in ``slot``; X (12,) scratch.
-    Returns the pair's contact distance s (m)."""
+def contact_scratch():
+    """Scratch arrays of barrier_vertex (one set per thread's range of vertices)."""
+    return np.empty(12), np.empty(4), np.empty(3), np.empty((2, 4)), np.empty((2, 3))
+
+
+@njit(cache=True, fastmath=False)
+def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, SC):
+    """Add pair k's barrier gradient / PSD block for the vertex in ``slot``. SC = contact_scratch():
+    preallocated (X (12,), c (4,), r (3,), dc (2, 4), s (2, 3)), so the sweep's inner loop never
+    allocates. Returns the pair's contact distance s (m)."""
+    X, c, r, dc, sv = SC
     for i in range(4):
         v = ids[k, i]
         for a in range(3):
@@ -39,7 +47,7 @@ def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, X):
     s = d - off[k]
     if s >= dhat or s <= 0.0 or d == 0.0:
         return s
-    c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
+    stencil_closest_into(X, st[0], st[1], st[2], st[3], st[4], c, r, dc, sv)
     m = 1.0
     if is_ee[k]:
         m = mollifier(cross_norm2_value(X), epsx[k])[0]

@@ -19,6 +19,7 @@ from protocol.scene import Body, Material
 from solver_server.blockdescent.bounds import detect
 from solver_server.blockdescent.incidence import incidence
 from solver_server.blockdescent.sweep import _vertex_step
+from solver_server.blockdescent.vertex_contact import contact_scratch
 from solver_server.ipc.contact.barrier import barrier
 from solver_server.ipc.contact.barrier_pair import cross_norm2_value
 from solver_server.ipc.contact.mollifier import cross_norm2_grad_hess, mollifier
@@ -116,7 +117,7 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
     np.testing.assert_allclose(G[s.dynamic], (inertia + sum(parts.values()))[s.dynamic],
                                rtol=1e-9, atol=1e-9 * np.abs(G[s.dynamic]).max())
 
-    J, s5, dv, r, X, p = np.zeros((3, 12)), np.empty((5, 3)), np.empty(3), np.empty(3), np.empty(12), np.empty(3)
+    J, s5, dv, r, X, p = np.zeros((3, 12)), np.empty((5, 3)), np.empty(3), np.empty(3), contact_scratch(), np.empty(3)
     inv_h2 = 1.0 / h ** 2
     mass = np.ascontiguousarray(s.mass, np.float64)
     empty_ct = st._empty_contact(ct.dhat, ct.kappa)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.vertex_contact import barrier_vertex, friction_vertex
+from solver_server.blockdescent.vertex_contact import barrier_vertex, contact_scratch, friction_vertex
 from solver_server.ipc.contact import (CollisionMesh, barrier_energy, friction_energy, friction_setup,
                                        find_candidates)
 from solver_server.ipc.contact.barrier import barrier, barrier_first_derivative, barrier_second_derivative
@@ -58,7 +58,7 @@ def _vertex_barrier(x, ps, v, pairs=None):
     """Sum of barrier_vertex over the pairs containing v: (g, H, [(k, slot, s, g_k, H_k)])."""
     g = np.zeros(3)
     H = np.zeros((3, 3))
-    X = np.empty(12)
+    X = contact_scratch()
     per = []
     for k in range(len(ps)) if pairs is None else pairs:
         for slot in range(4):
@@ -162,7 +162,7 @@ def test_barrier_vertex_mollified_edges_drop_only_the_mollifier_gradient():
     x, mesh = _ee_mesh([-0.5, 0, 0], [0.5, 0, 0], [-0.3, 0.005, 0.012], [0.4, 0.02, 0.012])
     cands, ps = _pairs(x, mesh)
     assert len(ps) == 1
-    X = np.empty(12)
+    X = contact_scratch()
 
     def cross2(y):
         return float(np.linalg.norm(np.cross(y[1] - y[0], y[3] - y[2])) ** 2)

@@ -179,20 +179,21 @@ def edge_edge_stencil(a0, a1, b0, b1):
 
 
 @njit(cache=True, fastmath=False)
-def stencil_coefficients(kind, i0, i1, i2, i3):
-    """r = sum_i (c0_i + sum_j beta_j dc_ji) x_i over the 4 slots. Returns (c0 (4,), dc (2, 4), n_params)."""
-    c0 = np.zeros(4)
-    dc = np.zeros((2, 4))
+def stencil_coefficients_into(kind, i0, i1, i2, i3, c0, dc):
+    """r = sum_i (c0_i + sum_j beta_j dc_ji) x_i over the 4 slots: writes c0 (4,) and dc (2, 4)
+    (no allocation, for per-vertex loops) and returns n_params."""
+    c0[:] = 0.0
+    dc[:, :] = 0.0
     if kind == KIND_PP:
         c0[i0] += 1.0
         c0[i1] -= 1.0
-        return c0, dc, 0
+        return 0
     if kind == KIND_PE:
         c0[i0] += 1.0
         c0[i1] -= 1.0
         dc[0, i1] += 1.0
         dc[0, i2] -= 1.0
-        return c0, dc, 1
+        return 1
     if kind == KIND_PT:
         c0[i0] += 1.0
         c0[i1] -= 1.0
@@ -200,47 +201,76 @@ def stencil_coefficients(kind, i0, i1, i2, i3):
         dc[0, i2] -= 1.0
         dc[1, i1] += 1.0
         dc[1, i3] -= 1.0
-        return c0, dc, 2
+        return 2
     c0[i0] += 1.0
     c0[i2] -= 1.0
     dc[0, i0] -= 1.0
     dc[0, i1] += 1.0
     dc[1, i2] += 1.0
     dc[1, i3] -= 1.0
-    return c0, dc, 2
+    return 2
 
 
 @njit(cache=True, fastmath=False)
-def stencil_closest(X, kind, i0, i1, i2, i3):
-    """Closest-point coefficients c (4,) (r = sum c_i x_i), r (3,), the directions s (2, 3) and
-    n_params for the stencil at the 12-vector X of slot positions."""
-    c0, dc, npar = stencil_coefficients(kind, i0, i1, i2, i3)
-    s = np.zeros((2, 3))
-    r0 = np.zeros(3)
+def stencil_coefficients(kind, i0, i1, i2, i3):
+    """r = sum_i (c0_i + sum_j beta_j dc_ji) x_i over the 4 slots. Returns (c0 (4,), dc (2, 4), n_params)."""
+    c0 = np.zeros(4)
+    dc = np.zeros((2, 4))
+    npar = stencil_coefficients_into(kind, i0, i1, i2, i3, c0, dc)
+    return c0, dc, npar
+
+
+@njit(cache=True, fastmath=False)
+def stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, s):
+    """Closest-point coefficients c (4,) (r = sum c_i x_i), r (3,), the coefficient directions
+    dc (2, 4) and the directions s (2, 3) for the stencil at the 12-vector X of slot positions,
+    written into the given arrays (no allocation); returns n_params."""
+    npar = stencil_coefficients_into(kind, i0, i1, i2, i3, c, dc)
+    r0x = r0y = r0z = 0.0
+    for a in range(3):
+        s[0, a] = 0.0
+        s[1, a] = 0.0
     for i in range(4):
+        r0x += c[i] * X[3 * i]
+        r0y += c[i] * X[3 * i + 1]
+        r0z += c[i] * X[3 * i + 2]
         for a in range(3):
-            r0[a] += c0[i] * X[3 * i + a]
             s[0, a] += dc[0, i] * X[3 * i + a]
             s[1, a] += dc[1, i] * X[3 * i + a]
     beta0 = 0.0
     beta1 = 0.0
     if npar == 1:
         g00 = s[0, 0] * s[0, 0] + s[0, 1] * s[0, 1] + s[0, 2] * s[0, 2]
-        beta0 = -(s[0, 0] * r0[0] + s[0, 1] * r0[1] + s[0, 2] * r0[2]) / g00
+        beta0 = -(s[0, 0] * r0x + s[0, 1] * r0y + s[0, 2] * r0z) / g00
     elif npar == 2:
         g00 = s[0, 0] * s[0, 0] + s[0, 1] * s[0, 1] + s[0, 2] * s[0, 2]
         g01 = s[0, 0] * s[1, 0] + s[0, 1] * s[1, 1] + s[0, 2] * s[1, 2]
         g11 = s[1, 0] * s[1, 0] + s[1, 1] * s[1, 1] + s[1, 2] * s[1, 2]
-        q0 = -(s[0, 0] * r0[0] + s[0, 1] * r0[1] + s[0, 2] * r0[2])
-        q1 = -(s[1, 0] * r0[0] + s[1, 1] * r0[1] + s[1, 2] * r0[2])
+        q0 = -(s[0, 0] * r0x + s[0, 1] * r0y + s[0, 2] * r0z)
+        q1 = -(s[1, 0] * r0x + s[1, 1] * r0y + s[1, 2] * r0z)
         det = g00 * g11 - g01 * g01
         beta0 = (g11 * q0 - g01 * q1) / det
         beta1 = (g00 * q1 - g01 * q0) / det
-    c = c0 + beta0 * dc[0] + beta1 * dc[1]
-    r = np.zeros(3)
+    for i in range(4):
+        c[i] += beta0 * dc[0, i] + beta1 * dc[1, i]
+    r[0] = 0.0
+    r[1] = 0.0
+    r[2] = 0.0
     for i in range(4):
         for a in range(3):
             r[a] += c[i] * X[3 * i + a]
+    return npar
+
+
+@njit(cache=True, fastmath=False)
+def stencil_closest(X, kind, i0, i1, i2, i3):
+    """Closest-point coefficients c (4,) (r = sum c_i x_i), r (3,), the directions s (2, 3) and
+    n_params for the stencil at the 12-vector X of slot positions."""
+    c = np.zeros(4)
+    r = np.zeros(3)
+    dc = np.zeros((2, 4))
+    s = np.zeros((2, 3))
+    npar = stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, s)
     return c, r, dc, s, npar
 
 
