@@ -34,7 +34,7 @@ class IPCBackend(Backend):
         # keeps them as stiff FEM solids
         affine = getattr(st, "solver_quality", "accurate") != "fast"
         self.system = build_system(scene, self.progress, tet_spacing, affine=affine)
-        _choose_threads(self.system)
+        _choose_threads(self.system, fast=not affine)
         self.progress("compiling", 0.0)
         ct = None
         if contact and len(self.system.coll_faces) + len(self.system.coll_edges) > 0:
@@ -168,13 +168,15 @@ class IPCBackend(Backend):
 SMALL_PROBLEM = 20000  # elements; below this numba's thread start-up costs more than it saves
 
 
-def _choose_threads(system) -> None:
+def _choose_threads(system, fast: bool = False) -> None:
     """Run small scenes single-threaded: per-kernel parallel launch overhead (ms on a loaded 2-core
-    machine) dominates kernels over a few thousand elements."""
+    machine) dominates kernels over a few thousand elements. The Fast solver decides per step from
+    its vertex count and the machine's load instead (blockdescent/stepper.py): its sweep batches
+    are long enough to pay for the threads from a few thousand vertices."""
     import numba
     el = system.elastic
     n = len(el.tets) + len(el.tris) + len(el.hinges) + len(el.rod_edges) + len(el.rod_bends)
-    numba.set_num_threads(1 if n < SMALL_PROBLEM else numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(1 if n < SMALL_PROBLEM and not fast else numba.config.NUMBA_NUM_THREADS)
 
 
 def format_length(metres: float) -> str:

@@ -29,6 +29,10 @@ PRESCRIBED_EXTRA = 8    # extra sweep budgets (x max_sweeps) a step may spend to
                         # to their keyframes: a keyframed object must be where the artist put it
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
 QUERY_EDGE_FRACTION = 0.5  # broad-phase distance cap, in median edge lengths
+SWEEP_PARALLEL_MIN_VERTICES = 2000  # sweeps run on numba's threads from this many vertices (colours of >= 500)
+SWEEP_BUSY_OTHERS = 0.5  # ... when the load average (our own busy thread counts ~1) leaves >= half a core
+                         # idle: a sweep batch is long enough (tens of ms) that a starved worker costs
+                         # less than the second core gains (measured: 64^2 drape, load ~1.0-1.4)
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
@@ -139,7 +143,7 @@ class BlockDescentStepper:
         big = 0.0
         min_d = float("inf")
         first = True
-        with threads_for(self.n_elements):
+        with threads_for(self.s.n, SWEEP_PARALLEL_MIN_VERTICES, SWEEP_BUSY_OTHERS):
             extra = PRESCRIBED_EXTRA * self.max_sweeps
             while left > 0 or (extra > 0 and not self._arrived(x, target)):
                 if left <= 0:

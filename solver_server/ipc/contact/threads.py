@@ -16,18 +16,21 @@ import numba
 PARALLEL_MIN_ITEMS = 20000
 
 
-def machine_has_idle_core() -> bool:
-    """True when the 1-minute load average leaves at least one core free besides ours."""
+def machine_has_idle_core(busy_others: float = 0.0) -> bool:
+    """True when the 1-minute load average leaves at least one core free besides ours; with
+    ``busy_others`` > 0, other processes may use up to that many cores' worth as well."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         return True
-    return load <= (os.cpu_count() or 1) - 1.0
+    return load <= (os.cpu_count() or 1) - 1.0 + busy_others
 
 
 @contextmanager
-def threads_for(n_items: int):
-    if n_items >= PARALLEL_MIN_ITEMS and machine_has_idle_core():
+def threads_for(n_items: int, min_items: int = PARALLEL_MIN_ITEMS, busy_others: float = 0.0):
+    """Run the enclosed kernels on numba's threads only for >= min_items items of work on a machine
+    with an idle core (machine_has_idle_core), else on the calling thread."""
+    if n_items >= min_items and machine_has_idle_core(busy_others):
         yield
         return
     old = numba.get_num_threads()
