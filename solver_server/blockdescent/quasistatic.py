@@ -284,6 +284,7 @@ def newton_solve(prob: QuasistaticProblem, max_iter: int = 50, tol: float = 0.0,
     dof_map = -np.ones(3 * n, np.int64)
     dof_map[free_dofs] = np.arange(free_dofs.size)
     pattern = FreePattern(*el.patterns(), dof_map, free_dofs.size)
+    tets = np.ascontiguousarray(el.tets, np.int32)
     solver = LinearSolver(linear_solver)
     x = np.ascontiguousarray(prob.x0 if x is None else x, np.float64).copy()
     tr = SolveTrace(x)
@@ -302,8 +303,7 @@ def newton_solve(prob: QuasistaticProblem, max_iter: int = 50, tol: float = 0.0,
         alpha = 1.0
         while alpha > 1e-10:
             xn = x + alpha * p
-            if el.min_tet_volume_ratio(xn) > 0.0 and _tets_keep(xn, x, np.ascontiguousarray(el.tets, np.int32)) \
-                    and prob.energy(xn) <= E0:
+            if _tets_keep(xn, x, tets) and prob.energy(xn) <= E0:  # keeps >= VOLUME_KEEP: no inversion
                 break
             alpha *= 0.5
         else:
