@@ -9,6 +9,8 @@ One DEALER socket; every wait has a timeout so nothing ever hangs::
             ...
 
 For a UI timer use :meth:`Client.poll` (non-blocking) instead of :meth:`Client.events`.
+A server off loopback encrypts with CurveZMQ: pass its public key (``server_key``: the 40
+characters printed by ``clearance-server keygen``, or the path of its ``server.key`` file).
 Messages that arrive while waiting for a reply (frames of a running job) are kept and handed
 out by poll()/events(), never dropped.
 """
@@ -22,6 +24,7 @@ import zmq
 
 from .codec import DEFAULT_LIMITS, Limits
 from .errors import ProtocolError, RemoteError, ServerUnreachable, VersionMismatch
+from .keys import read_public_key
 from .messages import (Accepted, Cancel, Done, Error, Hello, Message, Ping, Pong, Status, StatusReply, Submit,
                        Welcome, decode_message, encode_message)
 from .scene import Scene
@@ -35,7 +38,8 @@ class Client:
 
     def __init__(self, address: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, timeout: float = 5.0,
                  client_name: str = "clearance-client", *, protocol_version: tuple = PROTOCOL_VERSION,
-                 limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None):
+                 limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
+                 server_key: Optional[str] = None):
         self.address = address
         self.secret = secret
         self.timeout = float(timeout)
@@ -47,6 +51,22 @@ class Client:
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.RCVHWM, 0)
+        self.encrypted = bool(server_key)
+        if self.encrypted:   # a fresh client keypair per connection; the server is known by its public key
+            try:
+                key = read_public_key(server_key)
+            except Exception:
+                self._sock.close(linger=0)
+                raise
+            public, secret = zmq.curve_keypair()
+            self._sock.curve_publickey, self._sock.curve_secretkey, self._sock.curve_serverkey = public, secret, key
+        # Handshake failures (wrong key, encryption on one side only) would otherwise look like
+        # a silent server: watch for them and name them when a request times out.
+        self._monitor = self._sock.get_monitor_socket(events=zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                      zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                                      zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self._handshake_failure: Optional[str] = None
+        self._handshake_definite = False
         self._sock.connect(address)
         self._pending: deque = deque()
         self._closed = False
@@ -93,6 +113,9 @@ class Client:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                problem = self.handshake_problem()
+                if problem:
+                    raise ServerUnreachable(problem)
                 raise ServerUnreachable(f"no reply from {self.address} to {msg.TYPE} within {t:.1f} s")
             m = self._recv(left)
             if m is None:
@@ -106,6 +129,33 @@ class Client:
                     return m
                 raise ProtocolError(f"unexpected {m.TYPE} in reply to {msg.TYPE}", "type")
             self._pending.append(m)
+
+    def handshake_problem(self) -> Optional[str]:
+        """Why the connection's ZeroMQ handshake failed (None if it did not): encryption on one
+        side only, or a server public key that does not match the server."""
+        from zmq.utils.monitor import recv_monitor_message
+        while self._monitor.poll(0):
+            ev = recv_monitor_message(self._monitor)
+            mismatch = ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and \
+                ev["value"] == getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", -1)
+            if mismatch and self.encrypted:   # definite: kept whatever later reconnects report
+                self._handshake_failure = (f"the server at {self.address} does not use encryption but this client "
+                                           "was given a server public key; remove the key or start the server "
+                                           "with its key file")
+                self._handshake_definite = True
+            elif mismatch:
+                self._handshake_failure = (f"the server at {self.address} requires encryption (CurveZMQ): give the "
+                                           "client the server's public key (the server.key file from "
+                                           "'clearance-server keygen', or its 40 characters)")
+                self._handshake_definite = True
+            elif self._handshake_definite:
+                continue
+            elif self.encrypted:
+                self._handshake_failure = (f"the encrypted handshake with {self.address} failed: the server public "
+                                           "key given does not match the server's key (copy server.key again)")
+            else:
+                self._handshake_failure = f"the connection handshake with {self.address} failed ({ev['event']!r})"
+        return self._handshake_failure
 
     # -- public API -------------------------------------------------------------------------
     def connect(self) -> Welcome:
@@ -172,6 +222,11 @@ class Client:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            try:
+                self._sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self._monitor.close(linger=0)
             self._sock.close(linger=0)
 
     def __enter__(self) -> "Client":

@@ -1,5 +1,6 @@
-"""Command line: ``clearance-server serve`` (the socket server) and ``clearance-server bake``
-(a scene file to .pc2 files without sockets). Also ``python -m solver_server ...``."""
+"""Command line: ``clearance-server serve`` (the socket server), ``clearance-server bake``
+(a scene file to .pc2 files without sockets) and ``clearance-server keygen`` (the server's
+CurveZMQ keypair). Also ``python -m solver_server ...``."""
 from __future__ import annotations
 
 import argparse
@@ -9,13 +10,19 @@ from typing import Optional
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from protocol import keys
     from protocol.codec import Limits
     from .server.security import resolve_secret
     from .server.server import Server
-    secret = resolve_secret(args.secret)
+    if args.secret:
+        print("clearance-server: warning: --secret is visible to every user of this machine (ps, /proc); use "
+              "--secret-file FILE or $CLEARANCE_SECRET", file=sys.stderr, flush=True)
     limits = Limits(max_array_bytes=int(args.max_array_mb * 1024 * 1024))
     try:
-        server = Server(args.bind, secret=secret, workers=args.workers, limits=limits)
+        secret = resolve_secret(args.secret, args.secret_file)
+        curve_key = keys.read_secret_key(args.key_file) if args.key_file else keys.secret_key_from_env()
+        server = Server(args.bind, secret=secret, workers=args.workers, limits=limits, curve_key=curve_key,
+                        plaintext=args.plaintext)
     except ValueError as e:
         print(f"clearance-server: {e}", file=sys.stderr, flush=True)
         return 2
@@ -27,6 +34,9 @@ def _serve(args: argparse.Namespace) -> int:
         server.stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if server.encrypted:
+        print(f"clearance-server: encrypted (CurveZMQ), server public key {server.public_key}", file=sys.stderr,
+              flush=True)
     print(f"clearance-server listening on {server.address}", flush=True)
     server.serve_forever()
     return 0
@@ -50,6 +60,20 @@ def _bake(args: argparse.Namespace) -> int:
         return 1
 
 
+def _keygen(args: argparse.Namespace) -> int:
+    from protocol import keys
+    try:
+        public_path, secret_path = keys.generate(args.out, force=args.force)
+        public = keys.read_public_key(public_path).decode("ascii")
+    except (OSError, ValueError) as e:
+        print(f"clearance-server keygen: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(f"secret key: {secret_path} (mode 0600; serve with --key-file {secret_path})")
+    print(f"public key: {public_path} (give it to the clients)")
+    print(f"server public key: {public}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``clearance-server`` argument parser (``serve`` and ``bake`` sub-commands)."""
     from protocol.scene import SOLVER_QUALITIES
@@ -58,10 +82,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve bake jobs over ZeroMQ")
     s.add_argument("--bind", default="tcp://127.0.0.1:5555",
                    help="endpoint (default tcp://127.0.0.1:5555; port 0 picks a free port)")
-    s.add_argument("--secret", default=None, help="shared secret (default $CLEARANCE_SECRET); required off loopback")
+    s.add_argument("--secret-file", default=None,
+                   help="file whose first line is the shared secret (or $CLEARANCE_SECRET / $CLEARANCE_SECRET_FILE); "
+                        "required off loopback")
+    s.add_argument("--secret", default=None, help=argparse.SUPPRESS)   # kept working; visible in ps, warned
+    s.add_argument("--key-file", default=None,
+                   help="the server's secret key file from 'clearance-server keygen' (or $CLEARANCE_KEY_FILE / "
+                        "$CLEARANCE_CURVE_SECRET_KEY): encrypts every connection (CurveZMQ); required off loopback")
+    s.add_argument("--plaintext", action="store_true",
+                   help="allow a non-loopback bind without a key (only behind an SSH tunnel or a VPN)")
     s.add_argument("--workers", type=int, default=1, help="jobs running at once (default 1)")
     s.add_argument("--max-array-mb", type=float, default=2048.0, help="largest array accepted, MiB (default 2048)")
     s.set_defaults(func=_serve)
+    k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret)")
+    k.add_argument("--out", required=True, help="folder for server.key (public) and server.key_secret (mode 0600)")
+    k.add_argument("--force", action="store_true", help="replace existing keys")
+    k.set_defaults(func=_keygen)
     b = sub.add_parser("bake", help="bake a .clrscene file to .pc2 files (no sockets)")
     b.add_argument("scene_file")
     b.add_argument("--out", required=True, help="output folder (pc2 files, stats.json, frame/state cache)")

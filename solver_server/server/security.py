@@ -1,7 +1,11 @@
-"""Who may talk to the server: loopback binds are open, anything else needs a shared secret.
+"""Who may talk to the server: loopback binds are open, anything else needs a shared secret
+and CurveZMQ encryption.
 
-The secret is a shared token compared in constant time; it is NOT encryption (traffic is
-plain TCP). Across machines use an SSH tunnel or a VPN; see docs/protocol.md, "Security".
+The secret is a shared token compared in constant time; it authenticates clients. CurveZMQ
+(keys from ``clearance-server keygen``, protocol/keys.py) encrypts the traffic, the secret
+included, and proves the server's identity to a client that holds its public key. A remote
+bind without a key needs ``--plaintext`` (for a port that only an SSH tunnel or VPN reaches).
+See docs/protocol.md, "Security".
 """
 from __future__ import annotations
 
@@ -27,16 +31,45 @@ def is_loopback(address: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def resolve_secret(secret: Optional[str]) -> Optional[str]:
-    """The secret from the command line, else from $CLEARANCE_SECRET, else None."""
-    return secret or os.environ.get(SECRET_ENV) or None
+SECRET_FILE_ENV = "CLEARANCE_SECRET_FILE"
+_MAX_SECRET_FILE = 4096
 
 
-def check_bind(address: str, secret: Optional[str]) -> None:
-    """Raise ValueError when a non-loopback bind has no secret."""
-    if not is_loopback(address) and not secret:
+def resolve_secret(secret: Optional[str], secret_file: Optional[str] = None) -> Optional[str]:
+    """The secret from the command line, else from ``secret_file`` (its first line), else from
+    $CLEARANCE_SECRET, else from the file named by $CLEARANCE_SECRET_FILE, else None. Raises
+    ValueError naming an unreadable or empty secret file."""
+    if secret:
+        return secret
+    path = secret_file or (None if os.environ.get(SECRET_ENV) else os.environ.get(SECRET_FILE_ENV))
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_SECRET_FILE + 1)
+        except OSError as e:
+            raise ValueError(f"cannot read the secret file {path}: {e.strerror or e}") from None
+        lines = data[:_MAX_SECRET_FILE].decode("utf-8", "replace").splitlines()
+        first = lines[0].strip() if lines else ""
+        if not first:
+            raise ValueError(f"the secret file {path} is empty; write the secret on its first line")
+        return first
+    return os.environ.get(SECRET_ENV) or None
+
+
+def check_bind(address: str, secret: Optional[str], encrypted: bool = False, plaintext: bool = False) -> None:
+    """Raise ValueError when a non-loopback bind has no secret, or no encryption key (unless
+    ``plaintext`` is asked for explicitly)."""
+    if is_loopback(address):
+        return
+    if not secret:
         raise ValueError(f"refusing to listen on {address} without a secret: anyone who can reach it could run "
-                         f"jobs and write files. Pass --secret or set {SECRET_ENV}, or bind tcp://127.0.0.1:PORT")
+                         f"jobs and write files. Write the secret into a file only you can read and pass "
+                         f"--secret-file FILE (or set {SECRET_ENV}), or bind tcp://127.0.0.1:PORT")
+    if not encrypted and not plaintext:
+        raise ValueError(f"refusing to listen on {address} without encryption: the secret and every scene would "
+                         "cross the network in clear text. Run 'clearance-server keygen --out DIR', then serve "
+                         "with --key-file DIR/server.key_secret (or set CLEARANCE_KEY_FILE) and give clients "
+                         "DIR/server.key; or pass --plaintext if only an SSH tunnel or a VPN reaches this port")
 
 
 def secret_ok(expected: Optional[str], given: Optional[str]) -> bool:

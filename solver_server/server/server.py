@@ -4,7 +4,8 @@ One thread runs :meth:`Server.serve_forever`: it polls the ROUTER socket and the
 running jobs, answers requests, forwards job frames/progress to the submitting client and
 enforces cancel deadlines. Every incoming message is decoded and validated; a malformed one
 gets an Error (code "protocol", naming the field) and the server keeps serving.
-Sessions: a client must say Hello first (only Ping is answered before that, and not even Ping
+With a CurveZMQ key (``curve_key``) all traffic is encrypted; a client must know the server's
+public key to connect at all (protocol/keys.py). Sessions: a client must say Hello first (only Ping is answered before that, and not even Ping
 when the server has a secret); a Hello with the wrong secret is refused with code "auth"
 and that connection is refused for good.
 """
@@ -45,14 +46,22 @@ class Server:
 
     def __init__(self, bind: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, workers: int = 1,
                  limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
-                 protocol_version: tuple = PROTOCOL_VERSION, max_sessions: int = 4096):
-        check_bind(bind, secret)
+                 protocol_version: tuple = PROTOCOL_VERSION, max_sessions: int = 4096,
+                 curve_key: Optional[tuple] = None, plaintext: bool = False):
+        """``curve_key``: (public, secret) Z85 keys (protocol.keys.read_secret_key) to encrypt
+        every connection; ``plaintext``: allow a non-loopback bind without a key."""
+        check_bind(bind, secret, curve_key is not None, plaintext)
         self.secret = secret
         self.limits = limits
         self.protocol_version = tuple(protocol_version)
         self._ctx = context or zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.encrypted = curve_key is not None
+        if self.encrypted:
+            self.sock.curve_publickey, self.sock.curve_secretkey = curve_key
+            self.sock.curve_server = True
+        self.public_key = curve_key[0].decode("ascii") if self.encrypted else None
         self.sock.setsockopt(zmq.SNDHWM, 0)   # never drop frames for a slow client
         # Inbound: at most RCVHWM messages queued per peer (ZeroMQ then stops reading that
         # connection: back-pressure, nothing dropped), each frame at most MAXMSGSIZE bytes (a

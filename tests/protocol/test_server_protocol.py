@@ -182,7 +182,11 @@ def test_bind_rules():
     assert not is_loopback("tcp://192.168.1.4:5555")
     with pytest.raises(ValueError, match="secret"):
         check_bind("tcp://0.0.0.0:5555", None)
-    check_bind("tcp://0.0.0.0:5555", "s")
+    with pytest.raises(ValueError, match="without encryption"):
+        check_bind("tcp://0.0.0.0:5555", "s")
+    check_bind("tcp://0.0.0.0:5555", "s", encrypted=True)
+    check_bind("tcp://0.0.0.0:5555", "s", plaintext=True)
+    check_bind("tcp://127.0.0.1:5555", None)
 
 
 def test_client_never_hangs_without_a_server(ctx):
