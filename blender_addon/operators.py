@@ -49,6 +49,17 @@ def server_connection(context) -> tuple:
     return server_process.ensure_local_server(python).address, None
 
 
+def server_public_key(context) -> Optional[str]:
+    """The remote server's CurveZMQ public key from the preferences (its 40 characters, or the
+    path of its server.key file), None for the embedded local server (loopback, unencrypted)."""
+    prefs = preferences.get(context)
+    key = (getattr(prefs, "server_key", "") or "").strip() if prefs else ""
+    remote = bool(context.scene.clearance.server_address) or (prefs is not None and prefs.server_mode == "REMOTE")
+    if not key or not remote:
+        return None
+    return key if len(key) == 40 else bpy.path.abspath(key)
+
+
 def connect(context, protocol_version: Optional[tuple] = None) -> Client:
     """A connected client. Raises ServerUnreachable / VersionMismatch / RemoteError with clear messages.
     ``protocol_version`` overrides the version announced (tests of the mismatch message)."""
@@ -56,11 +67,15 @@ def connect(context, protocol_version: Optional[tuple] = None) -> Client:
     prefs = preferences.get(context)
     kw = {"protocol_version": protocol_version} if protocol_version else {}
     client = Client(address, secret=secret, timeout=prefs.timeout if prefs else 5.0, client_name="clearance-blender",
-                    **kw)
+                    server_key=server_public_key(context), **kw)
     try:
         client.connect()
     except ServerUnreachable:
+        problem = client.handshake_problem()   # reached, but encryption on one side only or a wrong key
         client.close()
+        if problem:
+            raise ServerUnreachable(f"Cannot connect to the Clearance server: {problem} (Preferences > Add-ons > "
+                                    "Clearance > Server Public Key)") from None
         raise ServerUnreachable(f"Cannot reach the Clearance server at {address}: start it (Physics > Clearance Bake "
                                 f"> Start Server) or fix the address (Preferences > Add-ons > Clearance)") from None
     except VersionMismatch as exc:

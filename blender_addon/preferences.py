@@ -40,6 +40,10 @@ class ClearancePreferences(bpy.types.AddonPreferences):
         description="Python that can import solver_server (runs the local server); empty: Blender's Python if it can")
     secret: StringProperty(name="Shared Secret", subtype="PASSWORD", default="",
                            description="Secret the remote server requires (never needed on loopback)")
+    server_key: StringProperty(
+        name="Server Public Key", default="",
+        description="The remote server's public key (CurveZMQ encryption): the server.key file written by "
+                    "'clearance-server keygen', or its 40 characters; empty: no encryption")
     timeout: FloatProperty(name="Timeout (s)", default=5.0, min=0.1, soft_max=60.0,
                            description="Seconds to wait for the server to answer a request")
 
@@ -50,6 +54,7 @@ class ClearancePreferences(bpy.types.AddonPreferences):
         if self.server_mode == "REMOTE":
             layout.prop(self, "remote_address")
             layout.prop(self, "secret")
+            layout.prop(self, "server_key")
         else:
             layout.prop(self, "python_executable")
             if not self.python_executable and not default_python():
