@@ -23,7 +23,8 @@ from protocol.client import Client
 from protocol.errors import RemoteError, ServerUnreachable, VersionMismatch
 from protocol.scene import SceneError
 
-from . import preferences, server_process
+from . import preferences, server_process, solver_launch
+from .solver_setup import DONE as SETUP_DONE, FAILED as SETUP_FAILED, SolverSetup
 from .bake_session import CANCELLED, DONE, BakeSession, error_text
 from .export import export_scene, role_objects
 from .writeback import CACHE_MODIFIER, cache_dir, check_cache_paths, free_object, free_server_cache
@@ -41,12 +42,32 @@ def server_connection(context) -> tuple:
         return s.server_address, secret
     if prefs is not None and prefs.server_mode == "REMOTE":
         return prefs.remote_address, secret
-    python = bpy.path.abspath(prefs.python_executable) if prefs and prefs.python_executable else \
-        preferences.default_python()
-    if not python:
-        raise RuntimeError("No Python can run the local server: set Preferences > Add-ons > Clearance > Server "
-                           "Python to a Python where 'pip install clearance' was run, or use a remote server")
-    return server_process.ensure_local_server(python).address, None
+    return server_process.ensure_local_server(solver_launch.resolve(prefs)).address, None
+
+
+def uses_local_server(context) -> bool:
+    """True when baking in this scene goes to the embedded local server (no address override, not
+    a remote server)."""
+    prefs = preferences.get(context)
+    return not context.scene.clearance.server_address and not (prefs is not None and prefs.server_mode == "REMOTE")
+
+
+def pending_setup(context) -> Optional[SolverSetup]:
+    """What a bake must wait for before the local server can start: installing the solver's
+    dependencies and compiling its kernels ahead (solver_launch). None when nothing is needed (a
+    remote server, a running local server, or a ready solver). Raises RuntimeError when the
+    extension cannot run a local server at all."""
+    if not uses_local_server(context) or server_process.local_server() is not None:
+        return None
+    return solver_launch.setup_for(solver_launch.resolve(preferences.get(context)))
+
+
+def run_setup_blocking(setup: SolverSetup) -> None:
+    """Run ``setup`` to its end, printing each status (``blender -b``); RuntimeError when it fails."""
+    state = setup.run()
+    solver_launch.finish(setup)
+    if state != SETUP_DONE:
+        raise RuntimeError(setup.status_text())
 
 
 def server_public_key(context) -> Optional[str]:
@@ -156,6 +177,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
 
     _timer = None
     _session: Optional[BakeSession] = None
+    _setup: Optional[SolverSetup] = None
 
     @classmethod
     def poll(cls, context) -> bool:
@@ -195,31 +217,80 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         return result
 
     def execute(self, context) -> set:
+        blocking = bpy.app.background or context.window is None
+        try:
+            # First bake after installing the extension: install the solver, compile its kernels.
+            setup = pending_setup(context)
+            if setup is not None and blocking:
+                run_setup_blocking(setup)
+        except (RuntimeError, OSError) as exc:
+            return _report_error(self, context.scene, str(exc))
+        if setup is not None and not blocking:
+            return self._start_modal(context, None, setup)
         session = self._prepare(context)
         if session is None:
             return {"CANCELLED"}
-        if bpy.app.background or context.window is None:
+        if blocking:
             session.run()
             return self._finish(context, session)
         return self._start_modal(context, session)
 
-    def _start_modal(self, context, session: BakeSession) -> set:
+    def _start_modal(self, context, session: Optional[BakeSession], setup: Optional[SolverSetup] = None) -> set:
         wm = context.window_manager
-        self._session = session
-        register_ui_session(context.scene, session)
+        self._session, self._setup = session, setup
+        if session is not None:
+            register_ui_session(context.scene, session)
+        else:   # waiting for the solver setup: the panel shows its progress and Cancel
+            st = context.scene.clearance
+            st.is_baking, st.last_error, st.status, st.progress = True, "", setup.status_text(), setup.fraction
         self._timer = wm.event_timer_add(0.1, window=context.window)
         wm.modal_handler_add(self)
         wm.progress_begin(0.0, 1.0)
         return {"RUNNING_MODAL"}
 
-    def modal(self, context, event) -> set:
-        session = self._session
-        if modal_event(context, session, event.type, event.value):
-            return {"PASS_THROUGH"}
+    def _end_modal(self, context) -> None:
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
+
+    def modal(self, context, event) -> set:
+        if self._setup is not None:
+            return self._modal_setup(context, event)
+        session = self._session
+        if modal_event(context, session, event.type, event.value):
+            return {"PASS_THROUGH"}
+        self._end_modal(context)
         return self._finish(context, session)
+
+    def _modal_setup(self, context, event) -> set:
+        """While the solver installs / compiles: show its progress; when done, start the bake."""
+        setup, st = self._setup, context.scene.clearance
+        if event.type == "ESC" and event.value == "PRESS":
+            setup.cancel()
+        if event.type != "TIMER":
+            return {"PASS_THROUGH"}
+        st.status, st.progress = setup.status_text(), setup.fraction
+        context.window_manager.progress_update(setup.fraction)
+        solver_launch.redraw()
+        if setup.poll():
+            return {"PASS_THROUGH"}
+        self._setup = None
+        st.is_baking = False
+        solver_launch.finish(setup)
+        if setup.state != SETUP_DONE:
+            self._end_modal(context)
+            if setup.state == SETUP_FAILED:
+                return _report_error(self, context.scene, setup.status_text())
+            st.status = "Solver setup cancelled"
+            self.report({"WARNING"}, "Clearance: solver setup cancelled")
+            return {"CANCELLED"}
+        session = self._prepare(context)
+        if session is None:
+            self._end_modal(context)
+            return {"CANCELLED"}
+        self._session = session
+        register_ui_session(context.scene, session)
+        return {"PASS_THROUGH"}
 
 
 class CLEARANCE_OT_cancel(bpy.types.Operator):
@@ -230,10 +301,15 @@ class CLEARANCE_OT_cancel(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context) -> bool:
-        return context.scene is not None and context.scene.name in _sessions
+        setup = solver_launch.current_setup()
+        return context.scene is not None and (context.scene.name in _sessions or (setup is not None and setup.poll()))
 
     def execute(self, context) -> set:
-        _sessions[context.scene.name].cancel()
+        session = _sessions.get(context.scene.name)
+        if session is not None:
+            session.cancel()
+        else:   # a bake waiting for the solver setup: stop the setup, the bake ends with it
+            solver_launch.current_setup().cancel()
         return {"FINISHED"}
 
 
@@ -272,15 +348,85 @@ class CLEARANCE_OT_server_start(bpy.types.Operator):
     bl_label = "Start Server"
 
     def execute(self, context) -> set:
-        prefs = preferences.get(context)
-        python = bpy.path.abspath(prefs.python_executable) if prefs and prefs.python_executable else \
-            preferences.default_python()
         try:
-            server = server_process.ensure_local_server(python)
-        except RuntimeError as exc:
+            launch = solver_launch.resolve(preferences.get(context))
+            setup = solver_launch.setup_for(launch)
+            if setup is not None:
+                if not (bpy.app.background or context.window is None):
+                    solver_launch.watch_in_ui(setup, then=lambda: _start_quietly(launch))
+                    self.report({"INFO"}, "Clearance: preparing the solver first (progress in the Clearance Bake "
+                                          "panel); the server starts when it is ready")
+                    return {"FINISHED"}
+                run_setup_blocking(setup)
+            server = server_process.ensure_local_server(launch)
+        except (RuntimeError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Clearance server listening on {server.address}")
+        return {"FINISHED"}
+
+
+def _start_quietly(launch) -> None:
+    """Start the local server after a UI setup (errors show when a bake connects)."""
+    try:
+        server_process.ensure_local_server(launch)
+    except RuntimeError as exc:
+        print(f"clearance: {exc}")
+
+
+class CLEARANCE_OT_install_solver(bpy.types.Operator):
+    """Install the solver's dependencies into the extension's folder (about 100 MB from pypi.org, or the Wheel
+    Folder) and compile its kernels, in the background. The first Bake does this by itself"""
+
+    bl_idname = "clearance.install_solver"
+    bl_label = "Install Solver"
+
+    reinstall: BoolProperty(name="Reinstall", default=False,
+                            description="Remove the installed dependencies first and install them again")
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        setup = solver_launch.current_setup()
+        return setup is None or not setup.poll()
+
+    def execute(self, context) -> set:
+        try:
+            launch = solver_launch.resolve(preferences.get(context))
+        except RuntimeError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        launch.compile_ahead = True   # also with Server Python or a development Python: compile ahead
+        if self.reinstall and launch.deps:
+            server_process.stop_local_server()   # it runs from the folder about to be replaced
+            solver_launch.remove_installed(launch)
+        setup = solver_launch.setup_for(launch, force=True)
+        if bpy.app.background or context.window is None:
+            try:
+                run_setup_blocking(setup)
+            except RuntimeError as exc:
+                self.report({"ERROR"}, str(exc))
+                return {"CANCELLED"}
+            self.report({"INFO"}, "Clearance: solver ready")
+            return {"FINISHED"}
+        solver_launch.watch_in_ui(setup)
+        self.report({"INFO"}, "Clearance: installing the solver in the background (progress in the preferences "
+                              "and the Clearance Bake panel)")
+        return {"FINISHED"}
+
+
+class CLEARANCE_OT_cancel_setup(bpy.types.Operator):
+    """Stop installing the solver (nothing half-installed is kept)"""
+
+    bl_idname = "clearance.cancel_setup"
+    bl_label = "Cancel Install"
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        setup = solver_launch.current_setup()
+        return setup is not None and setup.poll()
+
+    def execute(self, context) -> set:
+        solver_launch.current_setup().cancel()
         return {"FINISHED"}
 
 
@@ -308,7 +454,7 @@ def stop_running_sessions() -> None:
 
 
 _classes = (CLEARANCE_OT_bake, CLEARANCE_OT_cancel, CLEARANCE_OT_free_bake, CLEARANCE_OT_server_start,
-            CLEARANCE_OT_server_stop)
+            CLEARANCE_OT_server_stop, CLEARANCE_OT_install_solver, CLEARANCE_OT_cancel_setup)
 
 
 def register() -> None:

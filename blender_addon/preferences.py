@@ -1,28 +1,17 @@
-"""Add-on preferences: where the solver server runs and which Python starts it.
+"""Add-on preferences: where the solver server runs and how its Python gets the solver.
 
-The server needs numba and scipy, which Blender's bundled Python lacks, so the embedded
-local server runs in a separate Python (a venv with ``pip install clearance``). By default
-that is Blender's own ``sys.executable`` when it can import ``solver_server`` (the bpy
-module in a venv, a development setup), otherwise the path the user sets here.
+The local server runs Blender's own Python with the solver's dependencies (numba, scipy...)
+installed on first use into the extension's user folder (:mod:`solver_launch`): nothing to set.
+*Install Solver* does it ahead (and compiles the kernels); *Wheel Folder* installs offline from
+wheels fetched with ``pip download``; *Server Python* (for TDs) runs the server in a Python of
+your own that already has the dependencies.
 """
 from __future__ import annotations
-
-import importlib.util
-import sys
 
 import bpy
 from bpy.props import EnumProperty, FloatProperty, StringProperty
 
 ADDON_ID = __package__
-
-
-def default_python() -> str:
-    """sys.executable when it can run the server, else "" (the user must set a path)."""
-    try:
-        found = importlib.util.find_spec("solver_server") is not None
-    except (ImportError, ValueError):
-        found = False
-    return sys.executable if found else ""
 
 
 class ClearancePreferences(bpy.types.AddonPreferences):
@@ -37,7 +26,12 @@ class ClearancePreferences(bpy.types.AddonPreferences):
                                    description="tcp://host:port of the remote solver server")
     python_executable: StringProperty(
         name="Server Python", subtype="FILE_PATH", default="",
-        description="Python that can import solver_server (runs the local server); empty: Blender's Python if it can")
+        description="A Python of your own that has numba, scipy, pyzmq and msgpack to run the local server; "
+                    "empty: Blender's Python, with the solver installed into the extension's folder on first use")
+    wheel_folder: StringProperty(
+        name="Wheel Folder", subtype="DIR_PATH", default="",
+        description="Offline install: a folder of wheels made with 'pip download' (docs/addon.md); empty: "
+                    "download from pypi.org on first use")
     secret: StringProperty(name="Shared Secret", subtype="PASSWORD", default="",
                            description="Secret the remote server requires (never needed on loopback)")
     server_key: StringProperty(
@@ -56,10 +50,35 @@ class ClearancePreferences(bpy.types.AddonPreferences):
             layout.prop(self, "secret")
             layout.prop(self, "server_key")
         else:
+            from . import solver_launch   # imported here: solver_launch imports this module
+            icon, text = solver_launch.describe(self)
+            box = layout.box()
+            box.label(text=text, icon=icon)
+            setup = solver_launch.current_setup()
+            if setup is not None and setup.poll():
+                box.progress(factor=setup.fraction, text=setup.status_text())
+                box.operator("clearance.cancel_setup", icon="CANCEL")
+            else:
+                if setup is not None and setup.error:
+                    for line in _wrap(setup.status_text(), 70):
+                        box.label(text=line, icon="BLANK1")
+                row = box.row()
+                row.operator("clearance.install_solver", icon="IMPORT")
+                row.operator("clearance.install_solver", text="Reinstall", icon="FILE_REFRESH").reinstall = True
+            layout.prop(self, "wheel_folder")
             layout.prop(self, "python_executable")
-            if not self.python_executable and not default_python():
-                layout.label(text="Set a Python that has 'pip install clearance'", icon="ERROR")
         layout.prop(self, "timeout")
+
+
+def _wrap(text: str, width: int) -> list:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
 
 
 def get(context=None) -> "ClearancePreferences | None":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import server_process
+from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
     "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "friction", "damping"),
@@ -100,7 +100,10 @@ class CLEARANCE_PT_bake(ClearancePanelBase, bpy.types.Panel):
             row.operator("clearance.bake", icon="PHYSICS").resume = False
             row.operator("clearance.bake", text="Resume", icon="PLAY").resume = True
             row.operator("clearance.free_bake", icon="TRASH")
-        if s.is_baking or s.status:
+        setup = solver_launch.current_setup()
+        if setup is not None and setup.poll() and not s.is_baking:   # Install Solver running
+            layout.progress(factor=setup.fraction, text=setup.status_text())
+        elif s.is_baking or s.status:
             layout.progress(factor=s.progress, text=s.status or "")
         if s.last_error:
             box = layout.box()
@@ -157,6 +160,17 @@ class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
         else:
             row.label(text="Local server: not running", icon="RADIOBUT_OFF")
             row.operator("clearance.server_start", text="", icon="PLAY")
+        prefs = preferences.get(context)
+        if prefs is not None and prefs.server_mode == "EMBEDDED":
+            icon, text = solver_launch.describe(prefs)
+            col = layout.column()
+            for i, line in enumerate(_wrap(text, 60)):
+                col.label(text=line, icon=icon if i == 0 else "BLANK1")
+            setup = solver_launch.current_setup()
+            if setup is not None and setup.error and not setup.poll():
+                for line in _wrap(setup.status_text(), 60):
+                    col.label(text=line, icon="BLANK1")
+            col.operator("clearance.install_solver", icon="IMPORT")
 
 
 def _wrap(text: str, width: int) -> list:

@@ -3,7 +3,9 @@
     python scripts/build_extension.py [--no-wheels] [--out DIR] [--platform TAG ...]
 
 The zip holds blender_addon/ at its root (blender_manifest.toml first), protocol/ vendored
-into ``vendor/protocol`` (the add-on puts ``vendor/`` on sys.path), and, unless
+into ``vendor/protocol`` (the add-on puts ``vendor/`` on sys.path), the solver's sources in
+``vendor/solver_server`` (the local server runs them; their dependencies numba, scipy... are
+installed on first use, blender_addon/solver_deps.py), and, unless
 ``--no-wheels``, the pyzmq and msgpack wheels fetched with ``pip download`` for each platform
 and listed in the manifest's ``wheels`` (Blender installs them into its own Python).
 When the bpy module is available its extension tool validates the staged package.
@@ -23,6 +25,9 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADDON = os.path.join(ROOT, "blender_addon")
 WHEEL_PACKAGES = ("pyzmq", "msgpack")
+VENDORED = ("protocol", "solver_server")
+"""Packages of this repository copied into the zip's ``vendor/``: the wire format (the add-on
+imports it) and the solver (the local server runs it)."""
 # Blender 4.2+ ships CPython 3.11; one wheel per platform Blender supports.
 PLATFORMS = {
     "linux-x64": "manylinux_2_28_x86_64",
@@ -85,7 +90,8 @@ def build(out_dir: str, wheels: bool = True, platforms: list = None) -> str:
     with tempfile.TemporaryDirectory(prefix="clearance_build_") as tmp:
         stage = os.path.join(tmp, "clearance")
         shutil.copytree(ADDON, stage, ignore=_SKIP)
-        shutil.copytree(os.path.join(ROOT, "protocol"), os.path.join(stage, "vendor", "protocol"), ignore=_SKIP)
+        for package in VENDORED:
+            shutil.copytree(os.path.join(ROOT, package), os.path.join(stage, "vendor", package), ignore=_SKIP)
         names = download_wheels(os.path.join(stage, "wheels"), platforms) if wheels else []
         write_manifest(os.path.join(ADDON, "blender_manifest.toml"), os.path.join(stage, "blender_manifest.toml"),
                        names, platforms)
