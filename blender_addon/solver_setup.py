@@ -115,13 +115,16 @@ class SolverSetup:
 
     def run(self, log: Optional[TextIO] = sys.stdout, prefix: str = "clearance: ") -> str:
         """Block until the setup ends, printing every new status line to ``log``; returns the state."""
-        shown = ""
+        shown = 0
         while True:
             done = not self._thread.is_alive()
-            msg = self.status_text()
-            if log is not None and msg != shown:
-                shown = msg
-                print(f"{prefix}{msg}", file=log, flush=True)
+            history = list(self.history)   # every status, so no kernel line is lost between polls
+            if self.state == FAILED:
+                history.append(self.status_text())
+            if log is not None:
+                for msg in history[shown:]:
+                    print(f"{prefix}{msg[:1].upper()}{msg[1:]}", file=log, flush=True)
+            shown = len(history)
             if done:
                 return self.state
             self._thread.join(0.2)
