@@ -45,6 +45,29 @@ IMPORTS = ("numba", "scipy", "numpy", "zmq", "msgpack")
 STAMP = "clearance-deps.json"
 
 
+_MARKER = re.compile(r'^\s*python_version\s*(<=|>=|==|!=|<|>)\s*"(\d+)\.(\d+)"\s*$')
+
+
+def for_python(requirements, version: tuple) -> tuple:
+    """``requirements`` whose ``python_version`` marker holds for ``version`` (major, minor), markers
+    removed: what ``pip download --python-version`` needs (pip evaluates markers against the Python
+    running pip, not the target)."""
+    import operator
+    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+           "!=": operator.ne}
+    out = []
+    for r in requirements:
+        spec, _, marker = r.partition(";")
+        if marker:
+            m = _MARKER.match(marker)
+            if not m:
+                raise ValueError(f"unsupported marker in {r!r}")
+            if not ops[m.group(1)](tuple(version[:2]), (int(m.group(2)), int(m.group(3)))):
+                continue
+        out.append(spec.strip())
+    return tuple(out)
+
+
 def python_tag(version_info=None) -> str:
     """'cp311' for CPython 3.11: the folder name, so two Blender versions never share wheels."""
     v = version_info or sys.version_info

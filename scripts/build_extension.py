@@ -1,6 +1,7 @@
 """Build the installable extension: dist/clearance-<version>.zip.
 
     python scripts/build_extension.py [--no-wheels] [--out DIR] [--platform TAG ...]
+    python scripts/build_extension.py --wheelhouse DIR [--platform TAG ...] [--python-version 3.11]
 
 The zip holds blender_addon/ at its root (blender_manifest.toml first), protocol/ vendored
 into ``vendor/protocol`` (the add-on puts ``vendor/`` on sys.path), the solver's sources in
@@ -9,6 +10,10 @@ installed on first use, blender_addon/solver_deps.py), and, unless
 ``--no-wheels``, the pyzmq and msgpack wheels fetched with ``pip download`` for each platform
 and listed in the manifest's ``wheels`` (Blender installs them into its own Python).
 When the bpy module is available its extension tool validates the staged package.
+
+``--wheelhouse DIR`` instead downloads the wheels of the solver's dependencies (numba, scipy...,
+blender_addon/solver_deps.py) for an offline machine: point *Preferences > Add-ons > Clearance >
+Wheel Folder* at DIR and the first Bake installs from it without a network (docs/addon.md).
 """
 from __future__ import annotations
 
@@ -53,6 +58,39 @@ def download_wheels(dest: str, platforms: list) -> list:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
                         "--python-version", "3.11", "--implementation", "cp", "--platform", PLATFORMS[plat],
                         "-d", dest, *WHEEL_PACKAGES], check=True)
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(dest, "*.whl")))
+
+
+# Extra manylinux tags: pip download matches --platform tags literally, and numba/scipy wheels are
+# tagged with older glibc baselines than pyzmq's.
+_PLATFORM_ALIASES = {"linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+                     "macos-arm64": ("macosx_11_0_arm64", "macosx_12_0_arm64", "macosx_14_0_arm64"),
+                     "macos-x64": ("macosx_10_15_x86_64", "macosx_10_9_x86_64", "macosx_11_0_x86_64")}
+
+
+def solver_requirements(python_version: str) -> tuple:
+    """blender_addon/solver_deps.REQUIREMENTS for that Python (markers applied), read without
+    importing the add-on (it needs bpy)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_solver_deps", os.path.join(ADDON, "solver_deps.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.for_python(mod.REQUIREMENTS, tuple(int(x) for x in python_version.split(".")[:2]))
+
+
+def download_wheelhouse(dest: str, platforms: list, python_version: str = "3.11") -> list:
+    """``pip download`` every wheel the solver needs for CPython ``python_version`` on each platform
+    into ``dest`` (the offline Wheel Folder). Returns the wheel file names."""
+    os.makedirs(dest, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="clearance_req_") as tmp:
+        req = os.path.join(tmp, "requirements.txt")
+        with open(req, "w", encoding="utf-8") as f:
+            f.write("\n".join(solver_requirements(python_version)) + "\n")
+        for plat in platforms:
+            tags = [a for t in _PLATFORM_ALIASES.get(plat, (PLATFORMS[plat],)) for a in ("--platform", t)]
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+                            "--python-version", python_version, "--implementation", "cp", *tags, "-d", dest,
+                            "-r", req], check=True)
     return sorted(os.path.basename(p) for p in glob.glob(os.path.join(dest, "*.whl")))
 
 
@@ -114,7 +152,15 @@ def main(argv: list = None) -> int:
     p.add_argument("--no-wheels", action="store_true", help="skip downloading pyzmq/msgpack wheels (tests, offline)")
     p.add_argument("--out", default=os.path.join(ROOT, "dist"), help="output folder (default: dist/)")
     p.add_argument("--platform", action="append", choices=sorted(PLATFORMS), help="only these platforms")
+    p.add_argument("--wheelhouse", metavar="DIR",
+                   help="instead of the zip: download the solver's dependency wheels into DIR (offline install)")
+    p.add_argument("--python-version", default="3.11",
+                   help="with --wheelhouse: Blender's Python (3.11 for Blender 4.2-5.0, 3.13 for 5.1)")
     args = p.parse_args(argv)
+    if args.wheelhouse:
+        names = download_wheelhouse(args.wheelhouse, args.platform or list(PLATFORMS), args.python_version)
+        print(f"{len(names)} wheels in {args.wheelhouse}")
+        return 0
     path = build(args.out, wheels=not args.no_wheels, platforms=args.platform)
     print(path)
     return 0

@@ -63,6 +63,12 @@ def test_requirements_cover_what_the_solver_imports(blender):
     assert wanted <= names, wanted - names
     numpy311 = [r for r in reqs if r.startswith("numpy") and '< "3.13"' in r]
     assert numpy311 and re.match(r"numpy==1\.\d+", numpy311[0])   # pyproject: numpy>=1.24,<2.0
+    # Blender 5.1's Python 3.13 has no numpy 1.26 wheels: its requirements pick numpy 2 (the markers, which
+    # pip download --python-version does not apply by itself, scripts/build_extension.py --wheelhouse)
+    for311, for313 = _deps().for_python(reqs, (3, 11)), _deps().for_python(reqs, (3, 13))
+    assert "numpy==1.26.4" in for311 and "numpy>=2.1,<3" not in for311
+    assert "numpy>=2.1,<3" in for313 and "numpy==1.26.4" not in for313
+    assert len(for311) == len(for313) == len(_deps().PACKAGES)
     # what the server imports (the folder names a self-sufficient Python is probed for)
     assert set(_deps().IMPORTS) == {"numba", "scipy", "numpy", "zmq", "msgpack"}
 

@@ -1,0 +1,52 @@
+"""The add-on suite on Blender 4.2 LTS: the oldest Blender the manifest accepts (blender_version_min).
+
+The bpy module of 4.2 (``bpy==4.2.23`` on PyPI, CPython 3.11) goes into its own venv with the solver's
+pinned dependencies (blender_addon/solver_deps.py) and pytest; the default (not slow) tests of
+tests/blender then run there, in their own process, from this checkout. The venv is made once in
+``$CLEARANCE_BPY42_VENV`` (default /tmp/clearance_bpy42) and reused.
+
+Slow: a 300 MB bpy download the first time, then the suite itself (about as long as on 5.0.1).
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BPY_LTS = "bpy==4.2.23"
+
+
+def _requirements() -> tuple:
+    spec = importlib.util.spec_from_file_location("_solver_deps", os.path.join(ROOT, "blender_addon", "solver_deps.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.for_python(mod.REQUIREMENTS, sys.version_info[:2])
+
+
+def lts_venv() -> str:
+    """A venv with bpy 4.2 LTS, the solver's dependencies and pytest (made once); its python."""
+    venv = os.environ.get("CLEARANCE_BPY42_VENV", "/tmp/clearance_bpy42")
+    python = os.path.join(venv, "bin", "python")
+    probe = "import bpy, numba, scipy, zmq, msgpack, pytest, hypothesis; assert bpy.app.version[:2] == (4, 2)"
+    if not (os.path.exists(python) and subprocess.run([python, "-c", probe], capture_output=True,
+                                                      timeout=300).returncode == 0):
+        subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True, timeout=300)
+        subprocess.run([python, "-m", "pip", "install", "-q", BPY_LTS, "pytest>=8", "hypothesis>=6.100",
+                        *_requirements()], check=True, timeout=3600)
+    return python
+
+
+@pytest.mark.slow
+def test_addon_suite_on_blender_4_2_lts(tmp_path):
+    python = lts_venv()
+    env = dict(os.environ)
+    env.setdefault("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    r = subprocess.run([python, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider",
+                        "--basetemp", str(tmp_path / "t"), "tests/blender"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200)
+    (tmp_path / "lts.log").write_text(r.stdout + r.stderr)
+    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert " passed" in summary and "failed" not in summary, summary
