@@ -192,11 +192,13 @@ def material_of(obj: bpy.types.Object) -> Material:
                     model=c.model, friction=c.friction, thickness=c.thickness,
                     bending_stiffness=c.bending_stiffness, damping=c.damping, mpm_material=c.mpm_material,
                     friction_angle=c.friction_angle, particle_spacing=c.particle_spacing,
-                    viscosity=c.viscosity, yield_stress=c.yield_stress)
+                    viscosity=c.viscosity, yield_stress=c.yield_stress, grain_size=c.grain_size)
 
 
 def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:
     """protocol Settings from ``Scene.clearance``; backend AUTO picks mpm for granular scenes.
+    ``mpm_domain`` AUTO sends "auto" (the server sizes an open domain around bodies and colliders),
+    BOX sends "box" with the artist's Domain Min / Max as walls.
     ``solver_quality`` (FAST / ACCURATE) is sent as "fast" / "accurate" whatever the backend
     (only IPC uses it), so the scene hash, and with it Resume, follows the artist's choice."""
     s = scene.clearance
@@ -204,9 +206,11 @@ def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = N
     backend = s.backend if s.backend != "AUTO" else ("mpm" if "granular" in roles else "ipc")
     gravity = tuple(scene.gravity) if (s.use_scene_gravity and scene.use_gravity) else (
         (0.0, 0.0, 0.0) if s.use_scene_gravity else tuple(s.gravity))
-    kw = {}
-    if bounds is not None:
-        kw = dict(domain_min=tuple(float(x) for x in bounds[0]), domain_max=tuple(float(x) for x in bounds[1]))
+    kw = dict(mpm_domain=s.mpm_domain.lower())
+    if s.mpm_domain == "BOX":   # the artist's walled box
+        kw.update(domain_min=tuple(float(x) for x in s.domain_min), domain_max=tuple(float(x) for x in s.domain_max))
+    elif bounds is not None:    # not used by the automatic domain (the server sizes it); kept informative
+        kw.update(domain_min=tuple(float(x) for x in bounds[0]), domain_max=tuple(float(x) for x in bounds[1]))
     return Settings(frame_start=start, frame_end=end, fps=scene.render.fps / scene.render.fps_base,
                     substeps=s.substeps, gravity=tuple(float(g) for g in gravity), contact_gap=s.contact_gap,
                     friction=s.friction, newton_tol=s.newton_tol, max_newton_iterations=s.max_newton_iterations,

@@ -39,7 +39,7 @@ MPM_ITEMS = [
 
 # Presets applied when the MPM material changes: density kg/m^3, Young's modulus Pa, Poisson.
 MPM_PRESETS = {
-    "sand": dict(density=1600.0, youngs_modulus=3.5e5, poisson_ratio=0.3, friction_angle=30.0),
+    "sand": dict(density=1600.0, youngs_modulus=3.5e5, poisson_ratio=0.3, friction_angle=30.0, grain_size=1.0e-3),
     "snow": dict(density=400.0, youngs_modulus=1.4e5, poisson_ratio=0.2),
     "water": dict(density=1000.0, youngs_modulus=1.0e5, poisson_ratio=0.2, viscosity=1.0e-3),
     "elastic": dict(density=1000.0, youngs_modulus=5.0e4, poisson_ratio=0.3),
@@ -64,6 +64,14 @@ BACKEND_ITEMS = [
     ("mpm", "MPM", "Material Point Method: sand, snow, water, mud"),
     ("none", "None (pass-through)", "Returns the input motion unchanged; checks the pipeline"),
 ]
+
+MPM_DOMAIN_ITEMS = [
+    ("AUTO", "Automatic", "The MPM grid covers the granular objects and every collider plus a margin; sand that "
+     "falls past every collider falls on and leaves the simulation (counted in the frame stats)"),
+    ("BOX", "Box", "Walls on the six faces of the box Domain Min..Domain Max (friction: Settings > Friction); "
+     "sand piles up against them"),
+]
+"""Scene.clearance.mpm_domain; export sends "auto" / "box" (protocol MPM_DOMAINS)."""
 
 SOLVER_QUALITY_ITEMS = [
     ("FAST", "Fast", "Block descent: moves one vertex at a time, never further than it can safely go, so a "
@@ -109,6 +117,11 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                   description="Sand's internal friction angle in degrees (pile slope)")
     particle_spacing: FloatProperty(name="Particle Spacing", default=0.02, min=1e-4, soft_max=0.2, subtype="DISTANCE",
                                     unit="LENGTH", precision=4, description="Distance between sampled particles in metres")
+    grain_size: FloatProperty(name="Grain Size", default=1.0e-3, min=0.0, max=1.0, soft_max=0.01, subtype="DISTANCE",
+                              unit="LENGTH", precision=4,
+                              description="Sand grain diameter in metres for the rate-dependent friction mu(I): "
+                                          "fast-flowing sand grips harder and stops more abruptly. 0: "
+                                          "rate-independent friction")
     viscosity: FloatProperty(name="Viscosity (Pa·s)", default=0.0, min=0.0, soft_max=100.0, precision=4)
     yield_stress: FloatProperty(name="Yield Stress (Pa)", default=1.0e3, min=0.0, soft_max=1e5)
     initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0),
@@ -142,6 +155,13 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
     solver_quality: EnumProperty(name="Solver Quality", items=SOLVER_QUALITY_ITEMS, default="FAST",
                                  description="How the IPC solver works each step. Both never let surfaces "
                                              "intersect; Fast takes seconds per frame, Accurate converges fully")
+    mpm_domain: EnumProperty(name="MPM Domain", items=MPM_DOMAIN_ITEMS, default="AUTO",
+                             description="Where the MPM simulation ends: open, around the colliders (Automatic), "
+                                         "or a walled box")
+    domain_min: FloatVectorProperty(name="Domain Min", size=3, default=(-2.0, -2.0, 0.0), subtype="TRANSLATION",
+                                    unit="LENGTH", description="Lower corner of the walled MPM box, world space (m)")
+    domain_max: FloatVectorProperty(name="Domain Max", size=3, default=(2.0, 2.0, 4.0), subtype="TRANSLATION",
+                                    unit="LENGTH", description="Upper corner of the walled MPM box, world space (m)")
     use_scene_gravity: BoolProperty(name="Use Scene Gravity", default=True,
                                     description="Use the scene's gravity (Scene > Gravity)")
     gravity: FloatVectorProperty(name="Gravity (m/s²)", size=3, default=(0.0, 0.0, -9.81),

@@ -15,7 +15,7 @@ MATERIAL_FIELDS = {
     "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),
     "COLLIDER": ("friction", "thickness"),
 }
-MPM_EXTRA = {"sand": ("friction_angle",), "water": ("viscosity",), "mud": ("viscosity", "yield_stress")}
+MPM_EXTRA = {"sand": ("friction_angle", "grain_size"), "water": ("viscosity",), "mud": ("viscosity", "yield_stress")}
 PINNED_ROLES = {"SOLID", "CLOTH", "ROD", "STIFF"}
 
 
@@ -139,6 +139,12 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         layout.prop(s, "friction")
         layout.prop(s, "newton_tol")
         layout.prop(s, "backend")
+        if s.backend in ("AUTO", "mpm"):
+            layout.prop(s, "mpm_domain")
+            if s.mpm_domain == "BOX":
+                col = layout.column(align=True)
+                col.prop(s, "domain_min")
+                col.prop(s, "domain_max")
         layout.prop(s, "output")
         layout.prop(s, "cache_folder")
 

@@ -85,8 +85,9 @@ class Client:
         try:
             frames = encode_message(msg, self.protocol_version, self.peer_version())
         except ProtocolError as e:
-            if e.field and e.field.startswith("scene.settings."):
-                # A setting the (older) server cannot honour: a version problem, said plainly.
+            if e.field and (e.field.startswith("scene.settings.") or ".material." in e.field):
+                # A setting or material field the (older) server cannot honour: a version problem,
+                # said plainly.
                 raise VersionMismatch(e.message) from None
             raise
         try:

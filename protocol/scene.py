@@ -36,6 +36,16 @@ converged to ``newton_tol``, slower. Both keep the scene free of intersections."
 SOLVER_QUALITY_OF_OLD_SCENES = "accurate"
 """What a scene without ``solver_quality`` means: scenes written or sent before protocol 1.1
 had only the Newton IPC solver, so decoding fills in "accurate" (not the dataclass default)."""
+MPM_DOMAINS = ("auto", "box")
+"""MPM domain modes (``Settings.mpm_domain``). ``auto``: the grid covers the granular bodies and
+every collider (all frames) plus a margin, with no walls; particles that leave it fall on
+ballistically, no longer simulated, and are counted (docs/mpm.md). ``box``: walls on the six faces
+of ``domain_min..domain_max`` (Coulomb friction ``Settings.friction``)."""
+MPM_DOMAIN_OF_OLD_SCENES = "box"
+"""What a scene without ``mpm_domain`` means: before protocol 1.2 the domain box always had walls."""
+GRAIN_SIZE_OF_OLD_SCENES = 0.0
+"""What a material without ``grain_size`` means: before protocol 1.2 sand friction was
+rate-independent (grain_size 0 switches the mu(I) rheology off)."""
 
 
 MAX_NAME_LENGTH = 1024
@@ -107,6 +117,7 @@ MATERIAL_RANGES = {
     "critical_stretch": Range(0.0, 1.0),
     "viscosity": Range(0.0, 1e9, unit="Pa·s"),
     "yield_stress": Range(0.0, 1e12, unit="Pa"),
+    "grain_size": Range(0.0, 1.0, unit="m", hint="sand grains are 0.06-2 mm; 0 switches mu(I) off"),
 }
 """Accepted material values: physical bounds (density, moduli > 0, Poisson < 0.5, angles < 90°)
 and far beyond anything an artist needs at the top (a 1e30 Pa modulus ran 'done' with no
@@ -151,6 +162,7 @@ class Material:
     critical_stretch: float = 7.5e-3      # snow theta_s
     viscosity: float = 0.0             # Pa*s (water, mud)
     yield_stress: float = 1.0e3        # Pa (mud, von Mises)
+    grain_size: float = 1.0e-3         # m, sand mu(I) rheology (0: rate-independent); absent on the wire: 0
 
     def validate(self, obj: str) -> None:
         """Refuse NaN, infinity and values outside :data:`MATERIAL_RANGES` (SceneError naming
@@ -275,7 +287,8 @@ class Settings:
     backend: str = "ipc"               # one of BACKENDS; scenes with granular bodies use "mpm"
     solver_quality: str = "fast"       # one of SOLVER_QUALITIES (IPC backend); absent on the wire: "accurate"
     elastic_model: str = "neo_hookean"
-    domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls)
+    mpm_domain: str = "auto"           # one of MPM_DOMAINS; absent on the wire: "box"
+    domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls), used when mpm_domain is "box"
     domain_max: tuple = (2.0, 2.0, 4.0)
     # Test aids honoured by the "none" backend only (tests of cancel, resume and failures):
     debug_frame_delay: float = 0.0     # s slept per frame
@@ -310,6 +323,10 @@ class Settings:
         if self.solver_quality not in SOLVER_QUALITIES:
             raise SceneError(f"unknown solver_quality {self.solver_quality!r}; use one of {SOLVER_QUALITIES} "
                              "(fast: block descent, accurate: Newton IPC)", "", "solver_quality")
+        if self.mpm_domain not in MPM_DOMAINS:
+            raise SceneError(f"unknown mpm_domain {self.mpm_domain!r}; use one of {MPM_DOMAINS} (auto: the "
+                             "colliders' bounds plus a margin, open; box: walls at domain_min..domain_max)",
+                             "", "mpm_domain")
         for name, limit in (("gravity", 1e4), ("domain_min", MAX_COORDINATE), ("domain_max", MAX_COORDINATE)):
             vec = getattr(self, name)
             try:

@@ -9,7 +9,8 @@ business (Scene.validate raises SceneError with the body and field).
 
 Fields added by a minor version are listed in :data:`SETTINGS_SINCE`. Two rules keep older
 peers working: decoding a settings map without such a field gives the value an older peer
-meant (``solver_quality`` absent -> "accurate", the only solver before 1.1), and encoding for
+meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mpm_domain`` absent ->
+"box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -21,13 +22,23 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import SOLVER_QUALITY_OF_OLD_SCENES, Body, Material, Scene, Settings
+from .scene import (GRAIN_SIZE_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
+                    Material, Scene, Settings)
 from .version import PROTOCOL_VERSION, version_str
 
-SETTINGS_SINCE = {"solver_quality": ((1, 1), SOLVER_QUALITY_OF_OLD_SCENES)}
+SETTINGS_SINCE = {"solver_quality": ((1, 1), SOLVER_QUALITY_OF_OLD_SCENES),
+                  "mpm_domain": ((1, 2), MPM_DOMAIN_OF_OLD_SCENES)}
 """Settings fields added by a minor version: name -> (first version that knows it, the value a
 map without the field means). The meaning of absence is what peers of older versions did, which
 may differ from the dataclass default chosen for new scenes."""
+
+SETTINGS_USED_BY = {"mpm_domain": ("mpm",)}
+"""Settings fields only some backends read: for an older peer such a field is simply left out
+when the scene's backend does not use it (its value cannot change that peer's result)."""
+
+MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES)}
+"""Material fields added by a minor version, as SETTINGS_SINCE. Only granular sand reads them:
+for other bodies they are left out for an older peer whatever their value."""
 
 BODY_ARRAYS = {
     "vertices": ("<f8", False),
@@ -56,11 +67,31 @@ def _settings_for(settings: Any, peer_version: tuple) -> dict:
     for name, (since, implied) in SETTINGS_SINCE.items():
         if peer[0] != since[0] or peer >= since:
             continue
+        if name in SETTINGS_USED_BY and d["backend"] not in SETTINGS_USED_BY[name]:
+            del d[name]
+            continue
         if d[name] != implied:
             raise ProtocolError(
                 f"the server speaks protocol {version_str(peer)}, which predates {name} (added in "
                 f"{version_str(since)}) and always uses {implied!r}; set {name} to {implied!r} or update "
                 "the server", f"scene.settings.{name}")
+        del d[name]
+    return d
+
+
+def _material_for(body: Any, peer_version: tuple) -> dict:
+    """The material map of ``body`` for a peer speaking ``peer_version`` (see MATERIAL_SINCE)."""
+    d = _plain(body.material)
+    peer = (int(peer_version[0]), int(peer_version[1]))
+    for name, (since, implied) in MATERIAL_SINCE.items():
+        if peer[0] != since[0] or peer >= since:
+            continue
+        used = body.role == "granular" and body.material.mpm_material == "sand"
+        if used and d[name] != implied:
+            raise ProtocolError(
+                f"{body.name}: the server speaks protocol {version_str(peer)}, which predates the material's "
+                f"{name} (added in {version_str(since)}) and always uses {implied!r}; set {name} to {implied!r} "
+                "or update the server", f"scene.bodies.{body.name}.material.{name}")
         del d[name]
     return d
 
@@ -78,7 +109,7 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
                 dt, _ = BODY_ARRAYS[f.name]
                 d[f.name] = None if v is None else np.ascontiguousarray(v, dtype=dt)
             elif f.name == "material":
-                d[f.name] = _plain(v)
+                d[f.name] = _material_for(b, peer_version)
             else:
                 d[f.name] = list(v) if isinstance(v, tuple) else v
         bodies.append(d)
@@ -163,7 +194,11 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
         raise ProtocolError("must be a map", path)
 
     def material(v: Any, p: str) -> Material:
-        return _dataclass_from(Material, v, p, {})
+        m = _dataclass_from(Material, v, p, {})
+        # A field a pre-1.2 peer did not send means what that peer did, not the new default.
+        absent = {name: implied for name, (_, implied) in MATERIAL_SINCE.items()
+                  if isinstance(v, dict) and name not in v}
+        return dataclasses.replace(m, **absent) if absent else m
 
     body_special = {name: _array(name) for name in BODY_ARRAYS}
     body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity)

@@ -5,8 +5,11 @@ Each granular body becomes the particles sampled inside its closed mesh; ``initi
 every ``FrameResult.positions`` return those particles (a fixed count per body for the whole bake,
 so the point cache stays valid), not the mesh vertices. ``particle_radius(name)`` (m) and
 ``stats["particle_radius"]`` tell the add-on how big to draw them. All bodies share one grid over
-the domain box (Settings.domain_min/max, walls with Settings.friction), with dx = 2 x the smallest
-particle spacing (8 particles per cell). IPC roles (solid, cloth, rod, stiff) are not coupled to
+the domain box, with dx = 2 x the smallest particle spacing (8 particles per cell). The box is
+automatic (Settings.mpm_domain "auto", the default: the bodies' and colliders' bounds plus a
+margin, open: particles that leave it fall freely, off the grid, and are counted in
+``stats["left_domain"]``) or the artist's (``"box"``: Settings.domain_min/max with walls,
+Coulomb friction Settings.friction). IPC roles (solid, cloth, rod, stiff) are not coupled to
 MPM in this version and are refused.
 """
 from __future__ import annotations
@@ -32,6 +35,40 @@ CELL_PER_SPACING = 2.0
 
 MAX_SUBSTEPS_PER_FRAME = 100000
 
+AUTO_MARGIN_FRACTION = 0.1
+"""Margin of the automatic domain on every side, as a fraction of the largest extent of the
+bodies' and colliders' bounds ..."""
+AUTO_MARGIN_CELLS = 4
+"""... and at least this many grid cells."""
+
+
+def auto_domain(scene: Scene, dx: float) -> tuple:
+    """The open domain box (lo, hi) in m (Settings.mpm_domain "auto"): the bounds of every granular
+    body and every collider over all frames, plus a margin of max(AUTO_MARGIN_FRACTION x the largest
+    extent, AUTO_MARGIN_CELLS dx) on every side, plus, against gravity, the height the fastest
+    initial velocity can rise (v^2 / 2g), rounded outwards to whole cells (multiples of dx). Particles
+    outside it are off the grid and fall freely."""
+    pts = []
+    for b in scene.bodies:
+        if b.role == "collider" and b.animation is not None:
+            pts.append(np.asarray(b.animation, float).reshape(-1, 3))
+        pts.append(np.asarray(b.vertices, float).reshape(-1, 3))
+    pts = np.concatenate(pts)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    margin = max(AUTO_MARGIN_FRACTION * float((hi - lo).max()), AUTO_MARGIN_CELLS * dx)
+    lo, hi = lo - margin, hi + margin
+    g = np.asarray(scene.settings.gravity, float)
+    gn = float(np.linalg.norm(g))
+    if gn > 0:
+        up = -g / gn
+        rise = max(max(float(np.dot(b.initial_velocity, up)), 0.0) ** 2 / (2 * gn)
+                   for b in scene.bodies if b.role == "granular")
+        hi = hi + rise * np.maximum(up, 0.0)
+        lo = lo + rise * np.minimum(up, 0.0)
+    # whole cells from the world origin: node planes sit at (k + 1/2) dx whatever the scene's bounds,
+    # so moving a collider's far end never shifts the grid under the sand
+    return np.floor(lo / dx) * dx, np.ceil(hi / dx) * dx
+
 
 class MPMBackend(Backend):
     """MPM backend for a validated Scene. ``collider_boundary``: "separate" (default), "slip" or
@@ -52,34 +89,16 @@ class MPMBackend(Backend):
                     f"collider or bake it separately", b.name, "role")
         if not self.granular:
             raise SceneError("the MPM backend needs at least one body with the granular role", "", "bodies")
-        lo = np.array(st.domain_min, float)
-        hi = np.array(st.domain_max, float)
-        if not np.all(hi > lo):
-            raise SceneError(f"the MPM domain box is empty: domain_min {st.domain_min} must be below domain_max "
-                             f"{st.domain_max}", "", "domain_min")
         for b in self.granular:
-            vmin = b.vertices.min(axis=0)
-            vmax = b.vertices.max(axis=0)
-            if np.any(vmin < lo) or np.any(vmax > hi):
-                raise SceneError(
-                    f"{b.name}: the granular body reaches outside the MPM domain box {tuple(lo)}..{tuple(hi)} "
-                    f"(its bounds are {tuple(np.round(vmin, 4))}..{tuple(np.round(vmax, 4))}); move it or enlarge "
-                    f"the domain", b.name, "vertices")
             closed, n_open = is_closed(b.triangles)
             if not closed:
                 raise SceneError(
                     f"{b.name}: the granular role needs a closed mesh (particles are sampled inside it), but {n_open} "
                     f"edges are open; close the holes or use a solid primitive", b.name, "triangles")
-        for c in self.colliders:
-            frames = c.animation if c.animation is not None else c.vertices[None]
-            cmin = frames.min(axis=(0, 1))
-            cmax = frames.max(axis=(0, 1))
-            if np.any(cmax < lo) or np.any(cmin > hi):
-                raise SceneError(
-                    f"{c.name}: the collider never enters the MPM domain box {tuple(lo)}..{tuple(hi)}; move it inside "
-                    f"or enlarge the domain", c.name, "vertices")
         spacing = min(b.material.particle_spacing for b in self.granular)
         self.dx = CELL_PER_SPACING * spacing
+        self.open_domain = st.mpm_domain == "auto"
+        lo, hi = auto_domain(scene, self.dx) if self.open_domain else self._box(st)
         self.spec = GridSpec.from_domain(lo, hi, self.dx)
         bound = sum(lattice_count(b.vertices, b.material.particle_spacing) for b in self.granular)
         need = estimate_bytes(bound, self.spec.n_nodes, bool(self.colliders))
@@ -89,7 +108,9 @@ class MPMBackend(Backend):
             raise SceneError(
                 f"{worst.name}: up to {bound:,} particles on a {self.spec.shape[0]}x{self.spec.shape[1]}x"
                 f"{self.spec.shape[2]} grid need about {human(need)}, above the limit of {human(limit)} "
-                f"(CLEARANCE_MPM_MEMORY_LIMIT); raise the particle spacing or shrink the domain",
+                f"(CLEARANCE_MPM_MEMORY_LIMIT); raise the particle spacing or shrink the domain"
+                + (" (the automatic domain covers every collider: use an explicit domain box)"
+                   if self.open_domain else ""),
                 worst.name, "particle_spacing")
 
         self.progress("building", 0.0)
@@ -122,7 +143,7 @@ class MPMBackend(Backend):
         self.solver = MPMSolver(self.spec, np.concatenate(xs), np.concatenate(vs), np.concatenate(ms),
                                 np.concatenate(vols), np.concatenate(mat_ids), np.stack(params),
                                 np.concatenate(plast), gravity=st.gravity, wall_friction=st.friction,
-                                collider_boundary=collider_boundary)
+                                collider_boundary=collider_boundary, walls=not self.open_domain)
         self._closed = {c.name: is_closed(c.triangles)[0] for c in self.colliders}
         if self.colliders:
             self.solver.enable_colliders()
@@ -168,7 +189,7 @@ class MPMBackend(Backend):
         self.frame += 1
         stats = {"substeps": substeps, "seconds": time.perf_counter() - t0, "particles": self.n_particles,
                  "max_speed": float(self.solver.max_speed()), "particle_radius": dict(self.radius),
-                 "newton_iterations": 0, "contacts": 0}
+                 "newton_iterations": 0, "contacts": 0, **self._left_domain()}
         return FrameResult(self.frame, self._positions(), stats)
 
     def get_state(self) -> dict:
@@ -182,6 +203,41 @@ class MPMBackend(Backend):
         self._field_key = None
 
     # -- internals --------------------------------------------------------------------------------------
+    def _box(self, st) -> tuple:
+        """The artist's walled domain box (mpm_domain "box"), checked against the bodies."""
+        lo = np.array(st.domain_min, float)
+        hi = np.array(st.domain_max, float)
+        if not np.all(hi > lo):
+            raise SceneError(f"the MPM domain box is empty: domain_min {st.domain_min} must be below domain_max "
+                             f"{st.domain_max}", "", "domain_min")
+        for b in self.granular:
+            vmin = b.vertices.min(axis=0)
+            vmax = b.vertices.max(axis=0)
+            if np.any(vmin < lo) or np.any(vmax > hi):
+                raise SceneError(
+                    f"{b.name}: the granular body reaches outside the MPM domain box {tuple(lo)}..{tuple(hi)} "
+                    f"(its bounds are {tuple(np.round(vmin, 4))}..{tuple(np.round(vmax, 4))}); move it or enlarge "
+                    f"the domain", b.name, "vertices")
+        for c in self.colliders:
+            frames = c.animation if c.animation is not None else c.vertices[None]
+            cmin = frames.min(axis=(0, 1))
+            cmax = frames.max(axis=(0, 1))
+            if np.any(cmax < lo) or np.any(cmin > hi):
+                raise SceneError(
+                    f"{c.name}: the collider never enters the MPM domain box {tuple(lo)}..{tuple(hi)}; move it inside "
+                    f"or enlarge the domain", c.name, "vertices")
+        return lo, hi
+
+    def _left_domain(self) -> dict:
+        """Stats of an open domain: particles that left the grid box (falling freely, no longer
+        simulated), in total and per body. Empty for a walled box."""
+        if not self.open_domain:
+            return {}
+        x, lo, hi = self.solver.x, self.solver.lo, self.solver.hi
+        out = np.any((x < lo) | (x > hi), axis=1)
+        per = {name: int(out[a:b].sum()) for name, (a, b) in self.ranges.items()}
+        return {"left_domain": int(out.sum()), "left_domain_per_body": per}
+
     def _positions(self) -> dict:
         x = self.solver.x
         return {name: x[a:b].astype(np.float32) for name, (a, b) in self.ranges.items()}

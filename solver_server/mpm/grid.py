@@ -11,6 +11,8 @@ of block b writes nodes [b BLOCK, b BLOCK + BLOCK + 1] per axis, so two blocks w
 are scattered in parallel, colours one after another. The binning is a counting sort of a particle
 index array (particles themselves never move in memory, so their order stays the body's order).
 Only node blocks touched by some particle are zeroed, updated and read ("active" node blocks).
+In an open domain (Settings.mpm_domain "auto") particles outside the domain box are no longer on
+the grid: they get the extra key ``nblocks`` and are left out of every block.
 """
 from __future__ import annotations
 
@@ -56,6 +58,23 @@ class GridSpec:
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def outside(x, p, lo, hi):
+    """True when particle p lies outside the domain box lo..hi (m): off the grid."""
+    return (x[p, 0] < lo[0] or x[p, 0] > hi[0] or x[p, 1] < lo[1] or x[p, 1] > hi[1]
+            or x[p, 2] < lo[2] or x[p, 2] > hi[2])
+
+
+@njit(cache=True, fastmath=False, error_model="numpy")
+def count_outside(x, lo, hi):
+    """Number of particles outside the domain box lo..hi (m)."""
+    n = 0
+    for p in range(x.shape[0]):
+        if outside(x, p, lo, hi):
+            n += 1
+    return n
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
 def _block_of(x, p, origin, inv_dx, nb):
     bx = stencil_base((x[p, 0] - origin[0]) * inv_dx) // BLOCK
     by = stencil_base((x[p, 1] - origin[1]) * inv_dx) // BLOCK
@@ -64,26 +83,30 @@ def _block_of(x, p, origin, inv_dx, nb):
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
-def particle_blocks(x, origin, inv_dx, nb, key):
-    """key[p] = linear index of the block holding particle p's stencil base."""
+def particle_blocks(x, origin, inv_dx, nb, key, lo, hi):
+    """key[p] = linear index of the block holding particle p's stencil base; nblocks for a particle
+    outside the domain box lo..hi (only possible in an open domain)."""
+    nblocks = nb[0] * nb[1] * nb[2]
     for p in prange(x.shape[0]):
-        key[p] = _block_of(x, p, origin, inv_dx, nb)
+        key[p] = nblocks if outside(x, p, lo, hi) else _block_of(x, p, origin, inv_dx, nb)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def particle_blocks_serial(x, origin, inv_dx, nb, key):
+def particle_blocks_serial(x, origin, inv_dx, nb, key, lo, hi):
     """Single-threaded particle_blocks."""
+    nblocks = nb[0] * nb[1] * nb[2]
     for p in range(x.shape[0]):
-        key[p] = _block_of(x, p, origin, inv_dx, nb)
+        key[p] = nblocks if outside(x, p, lo, hi) else _block_of(x, p, origin, inv_dx, nb)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
 def counting_sort(key, nblocks, order, start):
-    """order: particle indices sorted by key; start (nblocks + 1,): range of each block in order."""
+    """order: particle indices sorted by key; start (nblocks + 2,): range of each block in order
+    (key nblocks, the particles off the grid, last)."""
     start[:] = 0
     for p in range(key.shape[0]):
         start[key[p] + 1] += 1
-    for b in range(nblocks):
+    for b in range(nblocks + 1):
         start[b + 1] += start[b]
     fill = start[:-1].copy()
     for p in range(key.shape[0]):
@@ -129,17 +152,21 @@ class Binning:
         self.nblocks = int(np.prod(self.nb))
         self.key = np.empty(n, np.int64)
         self.order = np.empty(n, np.int64)
-        self.start = np.zeros(self.nblocks + 1, np.int64)
+        self.start = np.zeros(self.nblocks + 2, np.int64)
         self.colour_blocks = np.empty(self.nblocks, np.int64)
         self.colour_start = np.zeros(9, np.int64)
         self.node_active = np.zeros(self.nblocks, np.uint8)
         self.active_list = np.empty(0, np.int64)
         self.origin = np.array(spec.origin, float)
         self.inv_dx = 1.0 / spec.dx
+        self.lo = np.array(spec.domain_min, float)
+        self.hi = np.array(spec.domain_max, float)
 
     def update(self, x: np.ndarray, parallel: bool = True) -> None:
-        """Bin particles x (n, 3) m; ``parallel`` picks the threaded key computation."""
-        (particle_blocks if parallel else particle_blocks_serial)(x, self.origin, self.inv_dx, self.nb, self.key)
+        """Bin particles x (n, 3) m; ``parallel`` picks the threaded key computation. Particles
+        outside the domain box are left out of every block."""
+        (particle_blocks if parallel else particle_blocks_serial)(x, self.origin, self.inv_dx, self.nb, self.key,
+                                                                  self.lo, self.hi)
         counting_sort(self.key, self.nblocks, self.order, self.start)
         colour_lists(self.start, self.nb, self.colour_blocks, self.colour_start, self.node_active)
         self.active_list = np.flatnonzero(self.node_active).astype(np.int64)

@@ -12,7 +12,7 @@ import numpy as np
 import numba
 
 from .boundary import KINDS, SEPARATE
-from .grid import Binning, GridSpec
+from .grid import Binning, GridSpec, count_outside
 from .materials import NPARAM
 from .sdf import ColliderField
 from . import transfer
@@ -24,12 +24,14 @@ region (about ten per substep) costs more than the work, especially on a busy ma
 
 class MPMSolver:
     """Particles x (n, 3) m, v (n, 3) m/s, mass (n,) kg, vol0 (n,) m^3, mat (n,) int32 indices into
-    params (k, NPARAM) (materials.pack), plastic (n,) initial plastic state."""
+    params (k, NPARAM) (materials.pack), plastic (n,) initial plastic state. ``walls``: the domain
+    box spec.domain_min..max has walls (particles are clamped into it); False: an open domain,
+    particles leaving the box fall freely off the grid (``n_outside``)."""
 
     def __init__(self, spec: GridSpec, x: np.ndarray, v: np.ndarray, mass: np.ndarray, vol0: np.ndarray,
                  mat: np.ndarray, params: np.ndarray, plastic: np.ndarray,
                  gravity=(0.0, 0.0, -9.81), wall_friction: float = 0.3, wall_boundary: str = "separate",
-                 collider_boundary: str = "separate"):
+                 collider_boundary: str = "separate", walls: bool = True):
         n = x.shape[0]
         self.spec = spec
         self.x = np.ascontiguousarray(x, np.float64).copy()
@@ -46,6 +48,7 @@ class MPMSolver:
         self.gravity = np.array(gravity, np.float64)
         self.wall_friction = float(wall_friction)
         self.wall_kind = KINDS[wall_boundary]
+        self.walls = bool(walls)
         self.collider_kind = KINDS[collider_boundary]
         self.origin = np.array(spec.origin)
         self.lo = np.array(spec.domain_min)
@@ -92,7 +95,7 @@ class MPMSolver:
         if not self.parallel:
             transfer.zero_active_serial(b.active_list, b.nb, self.gm, self.gv)
             transfer.p2g_serial(self.x, self.v, self.C, self.tau, self.mass, self.vol0, self.origin, self.spec.dx,
-                                dt, self.gm, self.gv)
+                                dt, self.gm, self.gv, self.lo, self.hi)
             return
         transfer.zero_active(b.active_list, b.nb, self.gm, self.gv)
         transfer.p2g(self.x, self.v, self.C, self.tau, self.mass, self.vol0, b.order, b.start, b.colour_blocks,
@@ -103,7 +106,7 @@ class MPMSolver:
         b = self.binning
         update = transfer.grid_update if self.parallel else transfer.grid_update_serial
         update(b.active_list, b.nb, self.gm, self.gv, self.origin, self.spec.dx, dt, self.gravity,
-                             self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm, vel, fric,
+                             self.lo, self.hi, self.walls, self.wall_friction, self.wall_kind, has, phi, nrm, vel, fric,
                              self.collider_kind)
         if self.damping > 0.0:
             self.gv *= math.exp(-self.damping * dt)
@@ -111,7 +114,8 @@ class MPMSolver:
     def g2p(self, dt: float) -> None:
         has, phi, nrm, vel, fric = self._coll()
         transfer.g2p(self.x, self.v, self.C, self.F, self.tau, self.plastic, self.mat, self.params, self.origin,
-                     self.spec.dx, dt, self.gv, self.lo, self.hi, self.wall_friction, self.wall_kind, has, phi, nrm,
+                     self.spec.dx, dt, self.gv, self.lo, self.hi, self.walls, self.gravity, self.wall_friction,
+                     self.wall_kind, has, phi, nrm,
                      vel, fric, self.collider_kind, self.nchunks)
 
     def step(self, dt: float) -> None:
@@ -121,7 +125,12 @@ class MPMSolver:
         self.g2p(dt)
 
     def max_speed(self) -> float:
-        return transfer.max_speed(self.v)
+        """Largest speed (m/s) of the particles on the grid."""
+        return transfer.max_speed(self.v, self.x, self.lo, self.hi)
+
+    def n_outside(self) -> int:
+        """Particles outside the domain box (open domain: off the grid, falling freely)."""
+        return int(count_outside(self.x, self.lo, self.hi))
 
     def state(self) -> dict:
         return {"x": self.x.copy(), "v": self.v.copy(), "C": self.C.copy(), "F": self.F.copy(),

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .boundary import particle_kind, project_velocity, sample_field, sample_friction, wall_velocity
-from .grid import BLOCK
+from .grid import BLOCK, outside
 from .kernels import weights_1d
 from .materials import constitutive
 
@@ -116,16 +116,18 @@ def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, ori
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv):
+def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv, lo, hi):
     """Single-threaded P2G (no binning needed): used for small particle counts, where the cost of
-    waking threads on a busy machine exceeds the work."""
+    waking threads on a busy machine exceeds the work. Particles outside the domain box lo..hi
+    (open domain) are off the grid and skipped."""
     inv_dx = 1.0 / dx
     for p in range(x.shape[0]):
-        _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
+        if not outside(x, p, lo, hi):
+            _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", inline="always")
-def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, walls, wall_mu, wall_kind,
                   has_colliders, phi, cnormal, cvel, cmu, coll_kind):
     nx, ny, nz = gm.shape
     az = b % nb[2]
@@ -144,34 +146,35 @@ def _update_block(b, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_
                     v0, v1, v2 = project_velocity(v0, v1, v2, cnormal[i, j, k, 0], cnormal[i, j, k, 1],
                                                   cnormal[i, j, k, 2], cvel[i, j, k, 0], cvel[i, j, k, 1],
                                                   cvel[i, j, k, 2], cmu[i, j, k], coll_kind)
-                v0, v1, v2 = wall_velocity(origin[0] + i * dx, origin[1] + j * dx, origin[2] + k * dx,
-                                           v0, v1, v2, lo, hi, wall_mu, wall_kind)
+                if walls:
+                    v0, v1, v2 = wall_velocity(origin[0] + i * dx, origin[1] + j * dx, origin[2] + k * dx,
+                                               v0, v1, v2, lo, hi, wall_mu, wall_kind)
                 gv[i, j, k, 0] = v0
                 gv[i, j, k, 1] = v1
                 gv[i, j, k, 2] = v2
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
-def grid_update(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+def grid_update(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, walls, wall_mu, wall_kind,
                 has_colliders, phi, cnormal, cvel, cmu, coll_kind):
-    """Momentum -> velocity (m/s), add gravity dt, then colliders and walls (boundary.py), on the
-    active node blocks. Nodes without mass are left at zero."""
+    """Momentum -> velocity (m/s), add gravity dt, then colliders and (``walls``: a walled box)
+    the domain walls (boundary.py), on the active node blocks. Nodes without mass are left at zero."""
     for t in prange(active_list.shape[0]):
-        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, walls, wall_mu, wall_kind,
                       has_colliders, phi, cnormal, cvel, cmu, coll_kind)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+def grid_update_serial(active_list, nb, gm, gv, origin, dx, dt, gravity, lo, hi, walls, wall_mu, wall_kind,
                        has_colliders, phi, cnormal, cvel, cmu, coll_kind):
     """Single-threaded grid_update."""
     for t in range(active_list.shape[0]):
-        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, wall_mu, wall_kind,
+        _update_block(active_list[t], nb, gm, gv, origin, dx, dt, gravity, lo, hi, walls, wall_mu, wall_kind,
                       has_colliders, phi, cnormal, cvel, cmu, coll_kind)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
+def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi, walls, gravity,
                   wall_mu, wall_kind, has_colliders, phi, cnormal, cvel, cfric, coll_kind):
     inv_dx = 1.0 / dx
     dinv = 4.0 * inv_dx * inv_dx
@@ -186,6 +189,12 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
     pkw = particle_kind(wall_kind)
     pkc = particle_kind(coll_kind)
     for p in range(p_lo, p_hi):
+        if not walls and outside(x, p, lo, hi):
+            # off the grid (open domain): free fall, x += dt v with v += dt g (semi-implicit Euler)
+            for d in range(3):
+                v[p, d] += dt * gravity[d]
+                x[p, d] += dt * v[p, d]
+            continue
         g0 = (x[p, 0] - origin[0]) * inv_dx
         g1 = (x[p, 1] - origin[1]) * inv_dx
         g2 = (x[p, 2] - origin[2]) * inv_dx
@@ -257,7 +266,7 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
                 mu = sample_friction(cfric, origin, inv_dx, y0, y1, y2)
                 nv0, nv1, nv2 = project_velocity(nv0, nv1, nv2, n0, n1, n2, c0, c1, c2, mu, pkc)
         # domain walls: clamp into the box; the velocity gets the wall's condition, with friction
-        for d in range(3):
+        for d in range(3 if walls else 0):
             s = 0.0
             if d == 0:
                 if y0 < lo[0]:
@@ -292,21 +301,22 @@ def _gather_range(p_lo, p_hi, x, v, C, F, tau, plastic, mat, params, origin, dx,
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
-def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi, wall_mu, wall_kind,
+def g2p(x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi, walls, gravity, wall_mu, wall_kind,
         has_colliders, phi, cnormal, cvel, cfric, coll_kind, nchunks):
     """Gather velocity and C = (4/dx^2) sum w v (x_i - x_p)^T, update F <- (I + dt C) F, return-map
     and compute the stress for the next step, advect x += dt v, then project particles that left
-    the domain box or entered a collider back onto its surface. Arrays are updated in place;
-    nchunks = 1 runs single-threaded."""
+    the domain box (``walls``) or entered a collider back onto its surface. In an open domain
+    (walls False) particles outside the box lo..hi fall freely under ``gravity`` (m/s^2), off the
+    grid. Arrays are updated in place; nchunks = 1 runs single-threaded."""
     n = x.shape[0]
     if nchunks == 1:
-        _gather_range(0, n, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi,
+        _gather_range(0, n, x, v, C, F, tau, plastic, mat, params, origin, dx, dt, gv, lo, hi, walls, gravity,
                       wall_mu, wall_kind, has_colliders, phi, cnormal, cvel, cfric, coll_kind)
         return
     for chunk in prange(nchunks):
         _gather_range(chunk * n // nchunks, (chunk + 1) * n // nchunks, x, v, C, F, tau, plastic, mat, params,
-                      origin, dx, dt, gv, lo, hi, wall_mu, wall_kind, has_colliders, phi, cnormal, cvel,
-                      cfric, coll_kind)
+                      origin, dx, dt, gv, lo, hi, walls, gravity, wall_mu, wall_kind, has_colliders, phi, cnormal,
+                      cvel, cfric, coll_kind)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -335,10 +345,13 @@ def init_stress(F, C, tau, plastic, mat, params, nchunks):
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def max_speed(v):
-    """Largest particle speed (m/s)."""
+def max_speed(v, x, lo, hi):
+    """Largest speed (m/s) of the particles inside the domain box lo..hi (those on the grid, which
+    bound the time step; particles falling off the grid in an open domain do not)."""
     m = 0.0
     for p in range(v.shape[0]):
+        if outside(x, p, lo, hi):
+            continue
         s = v[p, 0] * v[p, 0] + v[p, 1] * v[p, 1] + v[p, 2] * v[p, 2]
         if s > m:
             m = s

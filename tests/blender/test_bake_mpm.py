@@ -17,7 +17,7 @@ from helpers import cube, make_linear, plane, world_positions
 
 
 def _sand_on_moving_floor(tmp_path, server, frames: int, spacing: float, size: float):
-    """A sand cube of edge ``size`` whose bottom is 0.08 m above a 1 m floor that slides +x and
+    """A sand cube of edge ``size`` whose bottom is 0.15 m above a 1 m floor that slides +x and
     rises 2 cm over the bake (linear keys). Returns (sand, floor)."""
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
@@ -28,7 +28,7 @@ def _sand_on_moving_floor(tmp_path, server, frames: int, spacing: float, size: f
     floor.location = (0.05, 0.0, 0.02)
     floor.keyframe_insert("location", frame=frames)
     make_linear(floor)
-    sand = cube("sand", size=size, location=(0.0, 0.0, 0.08 + size / 2))
+    sand = cube("sand", size=size, location=(0.0, 0.0, 0.15 + size / 2))
     sand.clearance.role = "GRANULAR"
     sand.clearance.mpm_material = "sand"
     sand.clearance.particle_spacing = spacing
@@ -103,7 +103,7 @@ def _bake_and_check(tmp_path, server, frames, spacing, size):
     # It fell onto the floor and rests there, up to MPM's collider gap of about one cell (dx = 2 spacings).
     gap_start = cached[0][:, 2].min() - floor_z[1]
     gap_end = cached[-1][:, 2].min() - floor_z[frames]
-    assert gap_start > 0.07 and gap_end < 1.5 * (2 * spacing) and gap_end < gap_start - 0.02
+    assert gap_start > 0.14 and gap_end < 1.5 * (2 * spacing) and gap_end < gap_start - 0.05
     return cached
 
 
@@ -119,3 +119,64 @@ def test_sand_poured_on_moving_floor_fine(blender, server, tmp_path):
     # After one second the sand has slumped into a heap wider than the cube it started as.
     spread = np.ptp(cached[-1][:, 0]) - np.ptp(cached[0][:, 0])
     assert spread > 0.02
+
+
+def test_sand_sliding_off_the_floor_falls_on(blender, server, tmp_path):
+    """Issue 10: sand pushed over the edge of the only collider falls on (the automatic open
+    domain) instead of stopping in mid-air on an invisible wall; the particle count stays constant
+    and the frame stats count the particles that left the domain."""
+    import json
+    frames, spacing, edge = 12, 0.03, 0.25
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    floor = plane("floor", size=2 * edge)
+    floor.clearance.role = "COLLIDER"
+    sand = cube("sand", size=0.12, location=(0.12, 0.0, 0.14))   # above the plane's one-cell slab
+    sand.clearance.role = "GRANULAR"
+    sand.clearance.mpm_material = "sand"
+    sand.clearance.particle_spacing = spacing
+    sand.clearance.initial_velocity = (2.5, 0.0, 0.0)
+    s = scene.clearance
+    s.server_address = server.address
+    s.cache_folder = str(tmp_path / "cache")
+    addon("preferences").get().timeout = 30.0
+    assert s.mpm_domain == "AUTO"
+    ex = addon("export").export_scene(bpy.context)
+    assert ex.scene.settings.mpm_domain == "auto"
+    assert ex.scene.bodies[[b.name for b in ex.scene.bodies].index("sand")].material.grain_size == pytest.approx(1e-3)
+
+    assert bpy.ops.clearance.bake() == {"FINISHED"}, s.last_error
+    assert s.last_error == "" and s.frames_baked == frames
+    from protocol.pc2 import read_pc2
+    cached, _, _ = read_pc2(os.path.join(str(tmp_path / "cache"), "sand_particles.pc2"))
+    n = cached.shape[1]
+    assert cached.shape == (frames, n, 3)
+    parts = bpy.data.objects["sand_particles"]
+    pos, _, _ = _evaluated_points(parts, frames)
+    assert pos.shape == (n, 3)                          # playback keeps every point
+    last, prev = cached[-1], cached[-2]
+    moved = np.linalg.norm(last - prev, axis=1)
+    on_floor = (last[:, 0] < edge + 0.1) & (last[:, 2] > -1e-6) & (last[:, 2] < 0.2)
+    fell = last[:, 2] < -0.05
+    assert fell.sum() > 0.1 * n                         # a good part went over the edge ...
+    assert np.all(on_floor | fell)                      # ... and nothing hangs in between
+    assert np.all(last[fell, 2] < prev[fell, 2] - 0.5 * 9.81 * 0.3 / 24)  # still falling (> 0.3 s of g)
+    assert np.all(moved[~on_floor] > 0.01)
+    with open(os.path.join(str(tmp_path / "cache"), "server", "stats.json")) as f:
+        rows = json.load(f)["frames"]
+    left = [r.get("left_domain") for r in rows]
+    assert left[-1] > 0 and left[-1] <= fell.sum()
+
+
+def test_box_domain_is_exported_as_walls(blender):
+    scene = bpy.context.scene
+    floor = plane("floor", size=1.0)
+    floor.clearance.role = "COLLIDER"
+    sand = cube("sand", size=0.1, location=(0.0, 0.0, 0.2))
+    sand.clearance.role = "GRANULAR"
+    s = scene.clearance
+    s.mpm_domain = "BOX"
+    s.domain_min, s.domain_max = (-0.5, -0.4, -0.1), (0.5, 0.4, 0.6)
+    st = addon("export").export_scene(bpy.context).scene.settings
+    assert st.mpm_domain == "box"
+    assert st.domain_min == pytest.approx((-0.5, -0.4, -0.1)) and st.domain_max == pytest.approx((0.5, 0.4, 0.6))

@@ -23,8 +23,12 @@ def collider_box(name, lo, hi, friction=0.5, animation=None):
 
 
 def scene(bodies, frames=4, fps=24.0, domain=((0, 0, 0), (1, 1, 1)), gravity=(0, 0, -9.81), friction=0.3):
+    """An MPM scene; ``domain`` is a walled box (mpm_domain "box"), or None for the automatic open
+    domain (the bodies' and colliders' bounds plus a margin)."""
+    box_kw = dict(mpm_domain="auto") if domain is None else dict(
+        mpm_domain="box", domain_min=tuple(domain[0]), domain_max=tuple(domain[1]))
     st = Settings(frame_start=1, frame_end=1 + frames, fps=fps, backend="mpm", gravity=gravity,
-                  domain_min=tuple(domain[0]), domain_max=tuple(domain[1]), friction=friction)
+                  friction=friction, **box_kw)
     sc = Scene(settings=st, bodies=tuple(bodies))
     sc.validate()
     return sc

@@ -140,7 +140,11 @@ def test_a_1_0_client_is_served_and_its_scene_bakes_as_accurate(ctx, server, tmp
         assert m.state == "done", m
         with open(os.path.join(cache, "scene.json")) as f:
             digest = json.load(f)["scene_hash"]
-        assert digest == scene_hash(_with_quality(scene, "accurate"))
+        # what a 1.0 client meant: accurate, and (protocol 1.2) a walled MPM box, rate-independent sand
+        meant = _with_quality(scene, "accurate")
+        meant = dataclasses.replace(meant, settings=dataclasses.replace(meant.settings, mpm_domain="box"), bodies=tuple(
+            dataclasses.replace(b, material=dataclasses.replace(b.material, grain_size=0.0)) for b in meant.bodies))
+        assert digest == scene_hash(meant)
         assert digest != scene_hash(_with_quality(scene, "fast"))
     finally:
         s.close(0)
@@ -191,7 +195,7 @@ def test_a_new_client_sends_a_1_0_server_only_what_it_knows(ctx):
         assert got["version"] == PROTOCOL_VERSION            # the envelope says who we are
         assert "solver_quality" not in got["body"]["scene"]["settings"]   # ... the scene what it knows
         assert set(got["body"]["scene"]["settings"]) == {f.name for f in dataclasses.fields(Settings)} - {
-            "solver_quality"}
+            "solver_quality", "mpm_domain"}   # mpm_domain (1.2): an IPC scene does not use it
     finally:
         router.close(0)
 
