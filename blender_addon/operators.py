@@ -240,9 +240,8 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         self._session, self._setup = session, setup
         if session is not None:
             register_ui_session(context.scene, session)
-        else:   # waiting for the solver setup: the panel shows its progress and Cancel
-            st = context.scene.clearance
-            st.is_baking, st.last_error, st.status, st.progress = True, "", setup.status_text(), setup.fraction
+        else:
+            wait_for_setup(context.scene, setup)
         self._timer = wm.event_timer_add(0.1, window=context.window)
         wm.modal_handler_add(self)
         wm.progress_begin(0.0, 1.0)
@@ -264,25 +263,16 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
 
     def _modal_setup(self, context, event) -> set:
         """While the solver installs / compiles: show its progress; when done, start the bake."""
-        setup, st = self._setup, context.scene.clearance
-        if event.type == "ESC" and event.value == "PRESS":
-            setup.cancel()
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        st.status, st.progress = setup.status_text(), setup.fraction
-        context.window_manager.progress_update(setup.fraction)
-        solver_launch.redraw()
-        if setup.poll():
+        setup = self._setup
+        if setup_event(context, setup, event.type, event.value):
             return {"PASS_THROUGH"}
         self._setup = None
-        st.is_baking = False
-        solver_launch.finish(setup)
-        if setup.state != SETUP_DONE:
+        level, text = setup_outcome(context, setup)
+        if level is not None:
             self._end_modal(context)
-            if setup.state == SETUP_FAILED:
-                return _report_error(self, context.scene, setup.status_text())
-            st.status = "Solver setup cancelled"
-            self.report({"WARNING"}, "Clearance: solver setup cancelled")
+            if level == "ERROR":
+                return _report_error(self, context.scene, text)
+            self.report({level}, text)
             return {"CANCELLED"}
         session = self._prepare(context)
         if session is None:
@@ -291,6 +281,42 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         self._session = session
         register_ui_session(context.scene, session)
         return {"PASS_THROUGH"}
+
+
+def wait_for_setup(scene: bpy.types.Scene, setup: SolverSetup) -> None:
+    """A UI bake starts waiting for the solver setup: the panel shows its progress and Cancel."""
+    st = scene.clearance
+    st.is_baking, st.last_error, st.status, st.progress = True, "", setup.status_text(), setup.fraction
+
+
+def setup_event(context, setup: SolverSetup, event_type: str, event_value: str) -> bool:
+    """What a UI bake waiting for the solver setup does with one event: Esc cancels the setup, a TIMER
+    event shows its progress in the panel and the status bar. False once the setup has ended."""
+    if event_type == "ESC" and event_value == "PRESS":
+        setup.cancel()
+    if event_type != "TIMER":
+        return True
+    st = context.scene.clearance
+    st.status, st.progress = setup.status_text(), setup.fraction
+    if context.window_manager is not None:
+        context.window_manager.progress_update(setup.fraction)
+    if context.workspace is not None:
+        context.workspace.status_text_set(f"Clearance: {st.status}  (Esc to cancel)" if setup.poll() else None)
+    solver_launch.redraw()
+    return setup.poll()
+
+
+def setup_outcome(context, setup: SolverSetup) -> tuple:
+    """(report level, text) of a setup that ended before a UI bake; (None, "") when the bake can start."""
+    st = context.scene.clearance
+    st.is_baking = False
+    solver_launch.finish(setup)
+    if setup.state == SETUP_DONE:
+        return None, ""
+    if setup.state == SETUP_FAILED:
+        return "ERROR", setup.status_text()
+    st.status = "Solver setup cancelled"
+    return "WARNING", "Clearance: solver setup cancelled; press Bake to start it again"
 
 
 class CLEARANCE_OT_cancel(bpy.types.Operator):

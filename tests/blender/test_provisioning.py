@@ -197,3 +197,49 @@ def test_first_bake_without_the_solver_reports_why_and_what_to_do(blender, tmp_p
     assert "pip download" in err
     assert addon("server_process").local_server() is None
     assert not os.path.exists(tmp_path / "user" / "solver" / _deps().python_tag())
+
+
+def test_ui_bake_waits_for_the_setup_shows_it_and_esc_cancels(blender, tmp_path, monkeypatch):
+    """The UI path (operators.wait_for_setup / setup_event / setup_outcome, what the modal bake runs on
+    each timer tick): the panel shows the install's progress and Cancel while the bake waits; Esc stops
+    pip and nothing half-installed remains. The index is a socket that accepts and never answers, so pip
+    waits as on a slow network."""
+    import socket
+    import time
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    for k in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{silent.getsockname()[1]}/simple")
+    monkeypatch.setenv("PIP_TIMEOUT", "120")
+    sl = addon("solver_launch")
+    monkeypatch.setitem(sl._probed, sys.executable, False)
+    monkeypatch.setattr(sl, "user_dir", lambda: str(tmp_path / "user"))
+    ops = addon("operators")
+    addon("server_process").stop_local_server()
+    scene = bpy.context.scene
+    try:
+        setup = ops.pending_setup(bpy.context)
+        assert setup is not None and setup.poll()
+        ops.wait_for_setup(scene, setup)
+        assert scene.clearance.is_baking and bpy.ops.clearance.cancel.poll()
+        deadline = time.monotonic() + 60
+        while not (scene.clearance.status.startswith("Installing solver dependencies") and
+                   any("Looking in indexes" in x for x in setup.lines)):   # pip runs and waits on the index
+            assert ops.setup_event(bpy.context, setup, "TIMER", "NOTHING"), setup.status_text()
+            assert time.monotonic() < deadline, scene.clearance.status
+            time.sleep(0.1)
+        assert ops.setup_event(bpy.context, setup, "ESC", "PRESS")
+        deadline = time.monotonic() + 30
+        while ops.setup_event(bpy.context, setup, "TIMER", "NOTHING"):
+            assert time.monotonic() < deadline, "Esc did not stop the setup"
+            time.sleep(0.1)
+        level, text = ops.setup_outcome(bpy.context, setup)
+        assert level == "WARNING" and "cancelled" in text
+        assert not scene.clearance.is_baking and not bpy.ops.clearance.cancel.poll()
+        deps = sl.resolve().deps
+        assert not os.path.exists(deps) and not os.path.exists(deps + ".partial")
+    finally:
+        silent.close()
