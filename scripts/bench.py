@@ -32,6 +32,7 @@ AREAS = {
     "fast": "bench_fast.py",
     "accurate": "bench_accurate.py",
     "pbng": "bench_pbng.py",
+    "coldstart": "bench_coldstart.py",
 }
 TITLES = {
     "protocol": "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy",
@@ -41,6 +42,7 @@ TITLES = {
     "fast": "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver",
     "accurate": "Accurate path (Newton IPC): before / after the cheaper stopping rule, friction solve and Cholesky",
     "pbng": "Quasistatics: PBNG vs Newton on the seed's stretching block at equal residual",
+    "coldstart": "Cold and warm start: the first bake compiles the solver kernels; compiling ahead",
 }
 
 
