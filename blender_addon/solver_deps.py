@@ -200,7 +200,7 @@ class PipProgress:
             return self.fraction, self.message
         if _INSTALLING.match(line):
             self.fraction = 0.8
-            self.message = "installing solver dependencies: unpacking (about 300 MB on disk)"
+            self.message = "installing solver dependencies: unpacking (about 450 MB on disk)"
             return self.fraction, self.message
         if _DONE.match(line):
             self.fraction = 1.0
@@ -224,7 +224,7 @@ def explain_failure(output: str, wheel_folder: str = "") -> str:
                 f"connect: {last}. Connect and press Bake again, or set Preferences > Add-ons > Clearance > "
                 f"Wheel Folder to wheels downloaded elsewhere (docs/addon.md, 'Offline install')")
     if "no space" in text:
-        return f"installing the solver needs about 300 MB of disk space: {last}"
+        return f"installing the solver needs about 450 MB of disk space: {last}"
     if "no matching distribution" in text or "could not find a version" in text:
         return (f"pip found no solver wheels for this Python ({sys.version_info[0]}.{sys.version_info[1]}, "
                 f"{sys.platform}): {last}. See docs/addon.md for the supported Blender versions, or set Server Python "
