@@ -60,12 +60,16 @@ class Client:
                 raise
             public, secret = zmq.curve_keypair()
             self._sock.curve_publickey, self._sock.curve_secretkey, self._sock.curve_serverkey = public, secret, key
-        # Handshake failures (wrong key, encryption on one side only) would otherwise look like
-        # a silent server: watch for them and name them when a request times out.
+        # Handshake failures (wrong key, encryption on one side only) and a lost connection (the
+        # server killed) would otherwise look like a silent server: watch the connection events
+        # and name them.
         self._monitor = self._sock.get_monitor_socket(events=zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                                       zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                                                      zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+                                                      zmq.EVENT_HANDSHAKE_FAILED_AUTH |
+                                                      zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         self._handshake_failure: Optional[str] = None
+        self._connected = False   # a handshake succeeded (and no disconnect since)
+        self._lost = False        # disconnected after a handshake: reported once by _recv
         self._handshake_definite = False
         self._sock.connect(address)
         self._pending: deque = deque()
@@ -96,9 +100,19 @@ class Client:
             raise ServerUnreachable(f"cannot send to {self.address}: the server is not reachable or not reading") from None
 
     def _recv(self, timeout: float) -> Optional[Message]:
-        """One message within ``timeout`` seconds, or None."""
-        if not self._sock.poll(max(0, int(timeout * 1000))):
-            return None
+        """One message within ``timeout`` seconds, or None. Raises ServerUnreachable as soon as
+        the connection is lost (the server stopped, crashed or dropped it), once every message
+        that arrived before the loss has been handed out."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while not self._sock.poll(0):
+            self.handshake_problem()                 # reads the connection events
+            if self._lost:
+                self._lost = False                   # said once; a later request may reconnect
+                raise ServerUnreachable(self.lost_text())
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            zmq.select([self._sock, self._monitor], [], [], left)
         frames = self._sock.recv_multipart(copy=False)
         msg, version = decode_message(frames, self.limits)
         if not compatible(version, self.protocol_version):
@@ -131,12 +145,25 @@ class Client:
                 raise ProtocolError(f"unexpected {m.TYPE} in reply to {msg.TYPE}", "type")
             self._pending.append(m)
 
+    def lost_text(self) -> str:
+        return (f"lost the connection to the server at {self.address}: it stopped or crashed, or refused a message "
+                "frame over its size limit (clearance-server serve --max-array-mb / --max-message-mb). A bake's "
+                "finished frames stay in its cache folder: submit it again with resume to continue")
+
     def handshake_problem(self) -> Optional[str]:
         """Why the connection's ZeroMQ handshake failed (None if it did not): encryption on one
-        side only, or a server public key that does not match the server."""
+        side only, or a server public key that does not match the server. Also notes a lost
+        connection (a disconnect after a successful handshake) for _recv."""
         from zmq.utils.monitor import recv_monitor_message
         while self._monitor.poll(0):
             ev = recv_monitor_message(self._monitor)
+            if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected = True
+                continue
+            if ev["event"] == zmq.EVENT_DISCONNECTED:
+                if self._connected:
+                    self._connected, self._lost = False, True
+                continue
             mismatch = ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and \
                 ev["value"] == getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", -1)
             if mismatch and self.encrypted:   # definite: kept whatever later reconnects report

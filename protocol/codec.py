@@ -205,8 +205,12 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
     if len(descs) != len(frames) - 1:
         raise ProtocolError(f"header lists {len(descs)} arrays but {len(frames) - 1} array frames follow",
                             "arrays", msg_id)
-    arrays = []
+    # First every descriptor and the declared total, before any array frame is looked at: a
+    # message that declares more than the limits is refused on its header alone, whatever its
+    # frames hold, and nothing is allocated for it.
+    sizes = []
     total = head.nbytes
+    max_extent = min(limits.max_array_bytes, _MAX_EXTENT)
     for i, d in enumerate(descs):
         f = f"arrays[{i}]"
         if not (isinstance(d, dict) and set(d) == {"dtype", "shape"}):
@@ -219,7 +223,6 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
             raise ProtocolError(f"must be a list of at most {limits.max_ndim} non-negative integers",
                                 f + ".shape", msg_id)
         # Each extent on its own is bounded too: [0, 2**63] holds 0 bytes but no array has it.
-        max_extent = min(limits.max_array_bytes, _MAX_EXTENT)
         if any(s > max_extent for s in shape):
             raise ProtocolError(f"an extent exceeds the limit of {max_extent}", f + ".shape", msg_id)
         dt = np.dtype(d["dtype"])
@@ -231,17 +234,34 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
                                 f + ".shape", msg_id)
         total += nbytes
         if total > limits.max_message_bytes:
-            raise ProtocolError(f"message exceeds the limit of {limits.max_message_bytes} bytes", f + ".shape", msg_id)
+            declared = total + sum(_declared_nbytes(x) for x in descs[i + 1:])
+            raise ProtocolError(f"the message declares {declared} bytes (header and arrays), over the receiver's "
+                                f"limit of {limits.max_message_bytes} bytes per message; send less per message",
+                                "arrays", msg_id)
+        sizes.append((dt, shape, nbytes))
+    arrays = []
+    for i, (dt, shape, nbytes) in enumerate(sizes):
         buf = _buffer(frames[1 + i])
         if buf.nbytes != nbytes:
-            raise ProtocolError(f"has {buf.nbytes} bytes but dtype {d['dtype']} and shape {shape} need {nbytes}",
-                                f, msg_id)
+            raise ProtocolError(f"has {buf.nbytes} bytes but dtype {descs[i]['dtype']} and shape {shape} need "
+                                f"{nbytes}", f"arrays[{i}]", msg_id)
         arrays.append(np.frombuffer(buf, dtype=dt).reshape(shape) if nbytes else np.zeros(shape, dt))
     if len(refs) != len(arrays) or sorted(r.index for r in refs) != list(range(len(arrays))):
         raise ProtocolError("array references in the body do not match the array list", "arrays", msg_id)
     body = _resolve(body, arrays, limits.max_depth, msg_id)
     env = Envelope(msg_id, header["type"], (v[0], v[1]), header["parent"], float(ts))
     return env, body
+
+
+def _declared_nbytes(d: Any) -> int:
+    """Bytes a well-formed descriptor declares (0 for a malformed one: only for the error text)."""
+    try:
+        n = np.dtype(d["dtype"]).itemsize if d["dtype"] in ALLOWED_DTYPES else 0
+        for s in d["shape"]:
+            n *= int(s) if type(s) is int and 0 <= s <= _MAX_EXTENT else 0
+        return n
+    except Exception:
+        return 0
 
 
 def _resolve(obj: Any, arrays: list, depth: int, msg_id: Optional[str], field: str = "body") -> Any:

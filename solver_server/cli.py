@@ -17,7 +17,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.secret:
         print("clearance-server: warning: --secret is visible to every user of this machine (ps, /proc); use "
               "--secret-file FILE or $CLEARANCE_SECRET", file=sys.stderr, flush=True)
-    limits = Limits(max_array_bytes=int(args.max_array_mb * 1024 * 1024))
+    if not (args.max_array_mb > 0 and args.max_message_mb > 0):
+        print("clearance-server: --max-array-mb and --max-message-mb must be positive", file=sys.stderr, flush=True)
+        return 2
+    limits = Limits(max_array_bytes=int(args.max_array_mb * 1024 * 1024),
+                    max_message_bytes=int(args.max_message_mb * 1024 * 1024))
     try:
         secret = resolve_secret(args.secret, args.secret_file)
         curve_key = keys.read_secret_key(args.key_file) if args.key_file else keys.secret_key_from_env()
@@ -93,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow a non-loopback bind without a key (only behind an SSH tunnel or a VPN)")
     s.add_argument("--workers", type=int, default=1, help="jobs running at once (default 1)")
     s.add_argument("--max-array-mb", type=float, default=2048.0, help="largest array accepted, MiB (default 2048)")
+    s.add_argument("--max-message-mb", type=float, default=8192.0,
+                   help="largest message accepted (all its arrays together), MiB (default 8192); a bigger one is "
+                        "refused from its header before anything is allocated for it")
     s.set_defaults(func=_serve)
     k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret)")
     k.add_argument("--out", required=True, help="folder for server.key (public) and server.key_secret (mode 0600)")

@@ -64,11 +64,12 @@ class Server:
         self.public_key = curve_key[0].decode("ascii") if self.encrypted else None
         self.sock.setsockopt(zmq.SNDHWM, 0)   # never drop frames for a slow client
         # Inbound: at most RCVHWM messages queued per peer (ZeroMQ then stops reading that
-        # connection: back-pressure, nothing dropped), each frame at most MAXMSGSIZE bytes (a
-        # bigger frame disconnects the peer before it is stored). ZeroMQ hands over a
-        # multi-frame message only whole, so the message total is checked after receipt.
+        # connection: back-pressure, nothing dropped), each frame at most MAXMSGSIZE bytes (ZeroMQ
+        # reads a frame's length first and disconnects the peer before allocating a bigger one).
+        # ZeroMQ hands over a multi-frame message only whole; its declared total is checked
+        # against limits.max_message_bytes from the header before any array is touched.
         self.sock.setsockopt(zmq.RCVHWM, RCVHWM)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, min(max(limits.max_array_bytes, limits.max_header_bytes), 2 ** 62))
+        self.sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(limits))
         addr = bind[:-2] + ":*" if bind.startswith("tcp://") and bind.endswith(":0") else bind
         self.sock.bind(addr)
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT) if addr.startswith("tcp://") else bind
@@ -300,6 +301,12 @@ class Server:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def max_frame_bytes(limits: Limits) -> int:
+    """The largest single frame the server lets ZeroMQ receive (MAXMSGSIZE): the largest array
+    or header, and never more than a whole message may hold."""
+    return int(min(max(limits.max_array_bytes, limits.max_header_bytes), limits.max_message_bytes, 2 ** 62))
 
 
 def _nbytes(frame) -> int:

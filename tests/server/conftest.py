@@ -19,8 +19,13 @@ class ServerProcess:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
+            try:
+                self.proc.wait(30)
+                err = self.proc.stderr.read()
+            except subprocess.TimeoutExpired:
+                err = "(still running)"
             self.stop()
-            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+            raise RuntimeError(f"server did not start: {line!r} {err}")
         self.address = line.split()[-1]
 
     def stop(self):
