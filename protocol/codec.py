@@ -181,7 +181,8 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
             raise ProtocolError("missing envelope field", k, msg_id)
     for k in header:
         if k not in ENVELOPE_KEYS:
-            raise ProtocolError("unknown envelope field", str(k), msg_id)
+            # the key is the sender's: cut short, and never an empty field name
+            raise ProtocolError(f"unknown envelope field {str(k)[:64]!r}", str(k)[:64] or "header", msg_id)
     if not (isinstance(msg_id, str) and 0 < len(msg_id) <= 64):
         raise ProtocolError("must be a non-empty string of at most 64 characters", "id")
     if not isinstance(header["type"], str):

@@ -332,7 +332,7 @@ def decode_message(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
         fields = {f.name: f for f in body_fields(cls)}
         for k in body:
             if k not in fields:
-                raise ProtocolError("unknown field", k)
+                raise ProtocolError(f"unknown field {str(k)[:64]!r}", str(k)[:64] or "body")
         kw = {}
         for name, f in fields.items():
             if name not in body:
