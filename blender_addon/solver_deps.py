@@ -163,8 +163,9 @@ class PipProgress:
     Fractions: 0-0.8 while pip collects and downloads (one step per package of PACKAGES), 0.8
     while it unpacks, 1.0 when it says "Successfully installed"."""
 
-    def __init__(self, total: int = len(PACKAGES)):
+    def __init__(self, total: int = len(PACKAGES), wheel_folder: bool = False):
         self.total = total
+        self.local = "from the wheel folder" if wheel_folder else "local wheel"
         self.seen: list = []
         self.fraction = 0.0
         self.message = "installing solver dependencies: starting pip"
@@ -181,14 +182,14 @@ class PipProgress:
             self.fraction = 0.8 * (n - 1) / self.total
             self.message = f"installing solver dependencies {n}/{self.total}: {name}"
             return self.fraction, self.message
-        m = _PROCESSING.match(line)   # a wheel from the offline Wheel Folder
+        m = _PROCESSING.match(line)   # a wheel file: the offline Wheel Folder, pip's find-links, its cache
         if m:
             name = os.path.basename(m.group(1)).split("-")[0].lower()
             if name not in self.seen:
                 self.seen.append(name)
             n = min(len(self.seen), self.total)
             self.fraction = 0.8 * n / self.total
-            self.message = f"installing solver dependencies {n}/{self.total}: {name} (from the wheel folder)"
+            self.message = f"installing solver dependencies {n}/{self.total}: {name} ({self.local})"
             return self.fraction, self.message
         m = _DOWNLOAD.match(line)
         if m:

@@ -193,7 +193,7 @@ class SolverSetup:
         shutil.rmtree(partial, ignore_errors=True)
         req = solver_deps.write_requirements(os.path.join(parent, "requirements.txt"), launch.requirements)
         progress = solver_deps.PipProgress(len(launch.requirements) if launch.requirements != solver_deps.REQUIREMENTS
-                                           else len(solver_deps.PACKAGES))
+                                           else len(solver_deps.PACKAGES), bool(launch.wheel_folder))
         self._set(0.0, progress.message)
 
         def on_line(line: str) -> None:

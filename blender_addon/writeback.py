@@ -220,7 +220,10 @@ def attach_mesh_cache(obj: bpy.types.Object, path: str, frame_start: int, last: 
     mod.interpolation = "LINEAR"
     mod.forward_axis = "POS_Y"
     mod.up_axis = "POS_Z"
-    mod.flip_axis = (False, False, False)
+    if isinstance(mod.flip_axis, set):   # Blender 4.2-4.x: an enum flag set; 5.0: one boolean per axis
+        mod.flip_axis = set()
+    else:
+        mod.flip_axis = (False, False, False)
     if last:
         move_to_end(obj, mod)
         if hasattr(mod, "use_pin_to_last"):

@@ -43,7 +43,7 @@ def test_addon_suite_on_blender_4_2_lts(tmp_path):
     python = lts_venv()
     env = dict(os.environ)
     env.setdefault("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
-    r = subprocess.run([python, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider",
+    r = subprocess.run([python, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider",
                         "--basetemp", str(tmp_path / "t"), "tests/blender"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200)
     (tmp_path / "lts.log").write_text(r.stdout + r.stderr)
