@@ -27,6 +27,11 @@ Models (SI units; mu, lambda are the Lamé parameters from E and nu):
   Plastic state = accumulated plastic shear (log) strain. No Tampubolon volume correction: it left a
   third of a settled pile stress free (dilated, waiting to be recompacted) and flattened piles by
   a further 1.5 deg (docs/mpm.md).
+  Rate dependence (``Material.grain_size`` d > 0): the friction coefficient of the cone follows the
+  mu(I) rheology (GDR MiDi 2004, Jop et al. 2006), mu(I) = mu_s + (mu_2 - mu_s) / (1 + I_0 / I) with
+  the inertial number I = gamma_dot d / sqrt(p / rho_s), mu_s = tan(phi) (the pile angle, as above)
+  and the shear rate gamma_dot = sqrt(2 dev(D) : dev(D)) of the APIC velocity gradient (D = sym C).
+  sin(phi_MC) = mu(I) replaces tan(phi) in the return (same calibration as the static cone).
 - ``water``: weakly compressible, F reset to J^(1/3) I each step (no shear memory); Tait pressure
   p = K/7 (J^-7 - 1) with K = E / (3 (1 - 2 nu)), no tension (J capped at 1); viscous Kirchhoff
   stress 2 eta J sym(grad v) with grad v ~ C (APIC).
@@ -49,8 +54,19 @@ ELASTIC, SNOW, SAND, WATER, MUD = 0, 1, 2, 3, 4
 CODES = {"elastic": ELASTIC, "snow": SNOW, "sand": SAND, "water": WATER, "mud": MUD}
 
 # column layout of the packed parameter table (one row per material)
-P_TYPE, P_MU, P_LAMBDA, P_DENSITY, P_ALPHA, P_XI, P_THETA_C, P_THETA_S, P_VISC, P_YIELD, P_BULK, P_SINPHI = range(12)
-NPARAM = 12
+(P_TYPE, P_MU, P_LAMBDA, P_DENSITY, P_ALPHA, P_XI, P_THETA_C, P_THETA_S, P_VISC, P_YIELD, P_BULK, P_SINPHI,
+ P_GRAIN, P_MU_S) = range(14)
+NPARAM = 14
+
+MU_I_DELTA = 0.26
+"""mu_2 - mu_s of the mu(I) rheology (Jop, Forterre & Pouliquen 2006, glass beads:
+tan 32.76 deg - tan 20.9 deg = 0.26): the friction gained by fast, dilute flow."""
+MU_I_I0 = 0.279
+"""I_0 of the mu(I) rheology (Jop et al. 2006): the inertial number at which half of MU_I_DELTA is
+reached."""
+SOLID_FRACTION = 0.6
+"""Grain density rho_s = Material.density / SOLID_FRACTION (a random packing of sand grains: the
+material's density is the bulk density)."""
 
 SNOW_HARDENING_MIN = 0.1
 SNOW_HARDENING_MAX = 5.0
@@ -120,7 +136,37 @@ def pack(material: Material) -> np.ndarray:
     row[P_YIELD] = material.yield_stress
     row[P_BULK] = material.youngs_modulus / (3.0 * (1.0 - 2.0 * material.poisson_ratio))
     row[P_SINPHI] = mohr_coulomb_sine(material.friction_angle)
+    row[P_GRAIN] = material.grain_size if material.mpm_material == "sand" else 0.0
+    row[P_MU_S] = math.tan(math.radians(material.friction_angle))
     return row
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def mu_of_inertial_number(mu_s, inertial):
+    """mu(I) = mu_s + MU_I_DELTA / (1 + I_0 / I) (dimensionless; I >= 0, I = inf gives mu_2)."""
+    if inertial <= 0.0:
+        return mu_s
+    return mu_s + MU_I_DELTA / (1.0 + MU_I_I0 / inertial)
+
+
+@njit(cache=True, fastmath=False, error_model="numpy", inline="always")
+def inertial_number(C, eps_trace, mu, lam, grain, rho_s):
+    """I = gamma_dot d / sqrt(p / rho_s) for the velocity gradient C (1/s), the trial Hencky volume
+    strain eps_trace (p = -(lam + 2 mu / 3) tr eps, Pa), grain size d (m) and grain density rho_s
+    (kg/m^3); inf when the pressure is not positive (loose, flying sand)."""
+    tr = (C[0, 0] + C[1, 1] + C[2, 2]) / 3.0
+    s = 0.0
+    for i in range(3):
+        for j in range(3):
+            d = 0.5 * (C[i, j] + C[j, i])
+            if i == j:
+                d -= tr
+            s += d * d
+    gamma_dot = math.sqrt(2.0 * s)
+    p = -(lam + 2.0 * mu / 3.0) * eps_trace
+    if p <= 0.0:
+        return math.inf
+    return gamma_dot * grain / math.sqrt(p / rho_s)
 
 
 def wave_speed(material: Material) -> float:
@@ -239,7 +285,12 @@ def constitutive(F, C, plastic, prm, U, sig, V, work, diag, tau):
             s = SIGMA_FLOOR
         diag[d] = math.log(s)
     if kind == SAND:
-        plastic += mohr_coulomb_return(diag, mu, lam, prm[P_SINPHI])
+        sinphi = prm[P_SINPHI]
+        if prm[P_GRAIN] > 0.0:
+            inertial = inertial_number(C, diag[0] + diag[1] + diag[2], mu, lam, prm[P_GRAIN],
+                                       prm[P_DENSITY] / SOLID_FRACTION)
+            sinphi = min(mu_of_inertial_number(prm[P_MU_S], inertial), SINE_MAX)
+        plastic += mohr_coulomb_return(diag, mu, lam, sinphi)
         for d in range(3):
             sig[d] = math.exp(diag[d])
         compose_usv(U, sig, V, F)

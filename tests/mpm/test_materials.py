@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import lame, mohr_coulomb_return, mohr_coulomb_sine, preset
+from solver_server.mpm.materials import (MU_I_DELTA, MU_I_I0, SINE_MAX, SOLID_FRACTION, inertial_number, lame,
+                                        mohr_coulomb_return, mohr_coulomb_sine, mu_of_inertial_number, preset)
 from .scenes import granular, scene
 
 
@@ -29,7 +30,7 @@ def mc_excess(tau, sinphi):
 
 
 def test_sand_stress_stays_in_the_mohr_coulomb_cone():
-    mat = preset("sand", friction_angle=35.0, particle_spacing=0.025)
+    mat = preset("sand", friction_angle=35.0, particle_spacing=0.025, grain_size=0.0)   # rate-independent
     s = dropped(mat)
     f, tr = mc_excess(s.tau, mohr_coulomb_sine(35.0))
     scale = np.abs(tr).max()
@@ -104,3 +105,35 @@ def test_water_keeps_isotropic_deformation_and_no_tension():
     assert np.linalg.det(s.F).max() <= 1.0 + 1e-12        # no tension (J <= 1)
     nd, tr = dev_norm(s.tau)
     assert nd.max() < 1e-9 * np.abs(tr).max() and tr.max() <= 0
+
+
+def test_mu_of_i_limits_and_the_inertial_number_of_simple_shear():
+    """mu(I) = mu_s + (mu_2 - mu_s) / (1 + I0 / I): mu_s at rest, halfway at I = I0, mu_2 for fast
+    dilute flow; I = gamma_dot d / sqrt(p / rho_s) with gamma_dot the simple-shear rate."""
+    mu_s = np.tan(np.radians(30.0))
+    assert mu_of_inertial_number(mu_s, 0.0) == mu_s
+    assert mu_of_inertial_number(mu_s, MU_I_I0) == pytest.approx(mu_s + MU_I_DELTA / 2)
+    assert mu_of_inertial_number(mu_s, np.inf) == pytest.approx(mu_s + MU_I_DELTA)
+    mu, lam = lame(3.5e5, 0.3)
+    rate, d, rho_s, tr = 7.0, 1e-3, 1600.0 / SOLID_FRACTION, -0.01
+    C = np.zeros((3, 3))
+    C[0, 2] = rate                                     # v_x = rate z, plus a rotation-free volume change
+    C[1, 1] = C[2, 2] = -0.5
+    p = -(lam + 2 * mu / 3) * tr
+    assert inertial_number(C, tr, mu, lam, d, rho_s) == pytest.approx(
+        np.sqrt(rate ** 2 + 2 * (0.5 ** 2 / 9 * 6)) * d / np.sqrt(p / rho_s), rel=1e-12)
+    C[1, 1] = C[2, 2] = 0.0
+    assert inertial_number(C, tr, mu, lam, d, rho_s) == pytest.approx(rate * d / np.sqrt(p / rho_s), rel=1e-12)
+    assert inertial_number(C, 0.0, mu, lam, d, rho_s) == np.inf   # no pressure: fully dynamic
+
+
+def test_mu_i_sand_stress_stays_between_the_static_and_dynamic_cones():
+    """With a grain size the cone widens with the shear rate, never beyond mu_2 = mu_s + 0.26."""
+    mat = preset("sand", friction_angle=30.0, particle_spacing=0.025, grain_size=2e-3)
+    s = dropped(mat)
+    scale = None
+    f2, tr = mc_excess(s.tau, min(np.tan(np.radians(30.0)) + MU_I_DELTA, SINE_MAX))
+    scale = np.abs(tr).max()
+    assert (tr < -1.0).sum() > 100
+    assert np.all(f2 <= 1e-9 * scale)                   # inside the dynamic cone
+    assert np.all(tr <= 1e-9 * scale)
