@@ -187,8 +187,31 @@ def _row_frame(row: dict, default: int) -> int:
     return f if type(f) is int else default
 
 
+def exit_with_parent() -> None:
+    """In a job's child process: exit at once when the server process dies (kill -9, crash).
+
+    Without this an orphaned job kept baking and kept its folder's lock, so a new server's
+    Resume into that folder was refused as busy until the orphan finished. The exit is as
+    abrupt as a kill: every finished frame is already on disk (written to a temporary file and
+    renamed), a half-written temporary is removed by the next Resume, and the kernel releases
+    the folder's lock. Waits on multiprocessing's parent sentinel (no polling)."""
+    import multiprocessing
+    import os
+    import threading
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()          # returns when the parent's end of the sentinel pipe closes
+        os._exit(75)
+
+    threading.Thread(target=watch, name="clearance-exit-with-server", daemon=True).start()
+
+
 def child_main(scene: Scene, cache_dir: str, resume: bool, conn, cancel_event) -> None:
     """Entry point of the job's child process: run the job, send events through ``conn``."""
+    exit_with_parent()
     try:
         run_job(scene, cache_dir, resume, conn.send, cancel_event.is_set)
     finally:
