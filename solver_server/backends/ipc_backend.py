@@ -175,7 +175,7 @@ def _choose_threads(system, fast: bool = False) -> None:
     are long enough to pay for the threads from a few thousand vertices."""
     import numba
     el = system.elastic
-    n = len(el.tets) + len(el.tris) + len(el.hinges) + len(el.rod_edges) + len(el.rod_bends)
+    n = len(el.tets) + len(el.tris) + len(el.shells) + len(el.rod_edges) + len(el.rod_bends)
     numba.set_num_threads(1 if n < SMALL_PROBLEM and not fast else numba.config.NUMBA_NUM_THREADS)
 
 

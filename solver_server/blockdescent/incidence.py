@@ -87,7 +87,7 @@ def element_tuple(el, n_verts: int) -> tuple:
     i32 = lambda a: np.ascontiguousarray(a, np.int32)  # noqa: E731
     return (i32(el.tris), f64(el.tri_Dm_inv), f64(el.tri_area * el.tri_thick), f64(el.tri_mu), f64(el.tri_lam),
             *incidence(el.tris, n_verts),
-            i32(el.hinges), f64(el.hinge_kw), f64(el.hinge_d0), *incidence(el.hinges, n_verts),
+            i32(el.shells), f64(el.shell_K), f64(el.shell_th0), *incidence(el.shells, n_verts),
             i32(el.tets), f64(el.tet_Dm_inv), f64(el.tet_vol), f64(el.tet_mu), f64(el.tet_lam),
             i32(el.tet_model), *incidence(el.tets, n_verts),
             i32(el.rod_edges), f64(el.rod_rest), f64(el.rod_k), *incidence(el.rod_edges, n_verts),
@@ -96,7 +96,7 @@ def element_tuple(el, n_verts: int) -> tuple:
 
 def color_arrays(el, n_verts: int) -> Tuple[np.ndarray, np.ndarray]:
     """Vertex colouring of an ElasticTerms as CSR: (start (n_colors+1,) int64, vertices int32)."""
-    cols = color_lists(vertex_colors([el.tets, el.tris, el.hinges, el.rod_edges, el.rod_bends], n_verts))
+    cols = color_lists(vertex_colors([el.tets, el.tris, el.shells, el.rod_edges, el.rod_bends], n_verts))
     start = np.zeros(len(cols) + 1, np.int64)
     start[1:] = np.cumsum([len(c) for c in cols])
     verts = np.concatenate(cols).astype(np.int32) if cols else np.zeros(0, np.int32)

@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex
-from .vertex_elastic import bending_vertex, hinge_vertex, membrane_vertex, rod_stretch_vertex, tet_vertex, tet_volume_moving
+from .vertex_elastic import bending_vertex, membrane_vertex, shell_vertex_scratch, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 TRUNC_SLACK = 1.0e-9   # relative: a step cut by more than this counts as truncated
@@ -53,9 +53,10 @@ def _solve3(H, g, out):
 @njit(cache=True, fastmath=False, inline="always")
 def elastic_vertex(v, x, EL, g, H, J, s5, dv, r):
     """Add every elastic term's gradient (N) and PSD block (N/m) at vertex v into g (3,), H (3, 3):
-    the membranes, hinges, tets, rod stretch and rod bends that touch v (EL from incidence.element_tuple)."""
+    the membranes, cloth bending triangles, tets, rod stretch and rod bends that touch v
+    (EL from incidence.element_tuple)."""
     (tris, tri_Dm, tri_w, tri_mu, tri_lam, vt_s, vt_e, vt_k,
-     hin, hin_kw, hin_d0, vh_s, vh_e, vh_k,
+     shl, shl_K, shl_t0, vh_s, vh_e, vh_k,
      tets, tet_Dm, tet_vol, tet_mu, tet_lam, tet_model, vT_s, vT_e, vT_k,
      rods, rod_rest, rod_k, vr_s, vr_e, vr_k,
      rb, rb_kw, rb_d0, vb_s, vb_e, vb_k) = EL
@@ -64,7 +65,7 @@ def elastic_vertex(v, x, EL, g, H, J, s5, dv, r):
         membrane_vertex(x, tris[e], tri_Dm[e], tri_w[e], tri_mu[e], tri_lam[e], vt_k[j], g, H, True)
     for j in range(vh_s[v], vh_s[v + 1]):
         e = vh_e[j]
-        hinge_vertex(x, hin[e], hin_kw[e], hin_d0[e], vh_k[j], g, H, J)
+        shell_vertex_scratch(x, shl[e], shl_K[e], shl_t0[e], vh_k[j], g, H, J, s5, r)
     for j in range(vT_s[v], vT_s[v + 1]):
         e = vT_e[j]
         tet_vertex(x, tets[e], tet_Dm[e], tet_vol[e], tet_mu[e], tet_lam[e], tet_model[e], vT_k[j], g, H, True)

@@ -2,13 +2,14 @@
 
 Each function adds one element's contribution, with respect to the coordinates of the element's
 vertex in ``slot``, to g (3,) [N] and H (3, 3) [N/m]. The energies are exactly the Newton solver's
-(solver_server/ipc/: membrane.py, bending.py, elastic_tet.py, rod_stretch.py), so both solvers
+(solver_server/ipc/: membrane.py, shell_bending.py, bending.py, elastic_tet.py, rod_stretch.py), so both solvers
 minimise the same incremental potential; only the per-vertex Hessian is made PSD more cheaply:
 
 * membrane (StVK): the vertex block of d2E/dx2 is A t [q I + (mu + lam) u u^T + mu |n|^2 F F^T]
   with n = dF/dx_a (the slot's row of D_m^-1 shape derivatives), u = F n, q = n^T S n; only q can
   be negative (compression), and it is clamped at 0;
-* hinges and rods: the Gauss-Newton block k w J_a^T J_a of the shared energy;
+* cloth bending (shell_bending.shell_vertex): the Gauss-Newton block J_a^T K J_a of the shared energy;
+* rods: the Gauss-Newton block k w J_a^T J_a of the shared energy;
 * tets: the 9x9 dP/dF of the shared model, projected in the SVD frame (elastic_tet.dPdF_projected).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from solver_server.ipc.bending import _hinge_dJ, _residual_dir, rod_d
 from solver_server.ipc.elastic_tet import _deformation_gradient, _dN as _tet_dN, dPdF_projected
 from solver_server.ipc.fem_common import polar_svd
 from solver_server.ipc.isotropic_models import psi_sigma
+from solver_server.ipc.shell_bending import shell_vertex
 
 
 @njit(cache=True, fastmath=False)
@@ -114,81 +116,12 @@ def bending_vertex(kind, x, st, kw, d0, a, g, H, J, s5, dv, r):
                 H[c, e] += kw * (J[0, o + c] * J[0, o + e] + J[1, o + c] * J[1, o + e] + J[2, o + c] * J[2, o + e])
 
 
-@njit(cache=True, fastmath=False, inline="always")
-def _add_proj_skew(J, u0, u1, u2, inv_l, v0, v1, v2):
-    """J (3, 3) += (I - u u^T) [v]x / l: the derivative of a unit normal u = n / l through
-    dn = v x dx (only the three columns of one vertex; bending.py builds all twelve)."""
-    for k in range(3):
-        if k == 0:
-            w0, w1, w2 = 0.0, v2, -v1
-        elif k == 1:
-            w0, w1, w2 = -v2, 0.0, v0
-        else:
-            w0, w1, w2 = v1, -v0, 0.0
-        ud = u0 * w0 + u1 * w1 + u2 * w2
-        J[0, k] += (w0 - u0 * ud) * inv_l
-        J[1, k] += (w1 - u1 * ud) * inv_l
-        J[2, k] += (w2 - u2 * ud) * inv_l
-
-
 @njit(cache=True, fastmath=False)
-def hinge_vertex(x, hg, kw, d0, a, g, H, J):
-    """Hinge bending of bending.py (d = n_A - n_B, E = kw/2 (|d| - d0)^2) for the vertex in slot a,
-    computing only that vertex's 3x3 Jacobian block J (scratch (3, >=3)): with e = x1 - x0,
-    b = x2 - x0, c = x3 - x0, n_A = e x b, n_B = c x e, the block is P_A [vA]x / |n_A| +
-    P_B [vB]x / |n_B| with (vA, vB) = (b - e, c - e), (-b, -c), (e, 0), (0, e) for slots 0..3."""
-    i0, i1, i2, i3 = hg[0], hg[1], hg[2], hg[3]
-    e0, e1, e2 = x[i1, 0] - x[i0, 0], x[i1, 1] - x[i0, 1], x[i1, 2] - x[i0, 2]
-    b0, b1, b2 = x[i2, 0] - x[i0, 0], x[i2, 1] - x[i0, 1], x[i2, 2] - x[i0, 2]
-    c0, c1, c2 = x[i3, 0] - x[i0, 0], x[i3, 1] - x[i0, 1], x[i3, 2] - x[i0, 2]
-    nA0, nA1, nA2 = e1 * b2 - e2 * b1, e2 * b0 - e0 * b2, e0 * b1 - e1 * b0
-    nB0, nB1, nB2 = c1 * e2 - c2 * e1, c2 * e0 - c0 * e2, c0 * e1 - c1 * e0
-    lA = math.sqrt(nA0 * nA0 + nA1 * nA1 + nA2 * nA2)
-    lB = math.sqrt(nB0 * nB0 + nB1 * nB1 + nB2 * nB2)
-    if lA == 0.0 or lB == 0.0:
-        return
-    uA0, uA1, uA2 = nA0 / lA, nA1 / lA, nA2 / lA
-    uB0, uB1, uB2 = nB0 / lB, nB1 / lB, nB2 / lB
-    d_0, d_1, d_2 = uA0 - uB0, uA1 - uB1, uA2 - uB2
-    nd = math.sqrt(d_0 * d_0 + d_1 * d_1 + d_2 * d_2)
-    if d0 > 1e-9:
-        if nd < 1e-14:
-            return
-        f = kw * (nd - d0) / nd
-    else:
-        f = kw
-    for r in range(3):
-        for k in range(3):
-            J[r, k] = 0.0
-    if a == 0:
-        _add_proj_skew(J, uA0, uA1, uA2, 1.0 / lA, b0 - e0, b1 - e1, b2 - e2)
-        _add_proj_skew(J, uB0, uB1, uB2, 1.0 / lB, c0 - e0, c1 - e1, c2 - e2)
-    elif a == 1:
-        _add_proj_skew(J, uA0, uA1, uA2, 1.0 / lA, -b0, -b1, -b2)
-        _add_proj_skew(J, uB0, uB1, uB2, 1.0 / lB, -c0, -c1, -c2)
-    elif a == 2:
-        _add_proj_skew(J, uA0, uA1, uA2, 1.0 / lA, e0, e1, e2)
-    else:
-        _add_proj_skew(J, uB0, uB1, uB2, 1.0 / lB, e0, e1, e2)
-    for k in range(3):
-        g[k] += f * (J[0, k] * d_0 + J[1, k] * d_1 + J[2, k] * d_2)
-    if d0 > 1e-9:
-        j0 = (J[0, 0] * d_0 + J[1, 0] * d_1 + J[2, 0] * d_2) / nd
-        j1 = (J[0, 1] * d_0 + J[1, 1] * d_1 + J[2, 1] * d_2) / nd
-        j2 = (J[0, 2] * d_0 + J[1, 2] * d_1 + J[2, 2] * d_2) / nd
-        H[0, 0] += kw * j0 * j0
-        H[0, 1] += kw * j0 * j1
-        H[0, 2] += kw * j0 * j2
-        H[1, 0] += kw * j1 * j0
-        H[1, 1] += kw * j1 * j1
-        H[1, 2] += kw * j1 * j2
-        H[2, 0] += kw * j2 * j0
-        H[2, 1] += kw * j2 * j1
-        H[2, 2] += kw * j2 * j2
-    else:
-        for c in range(3):
-            for k in range(3):
-                H[c, k] += kw * (J[0, c] * J[0, k] + J[1, c] * J[1, k] + J[2, c] * J[2, k])
+def shell_vertex_scratch(x, st, K, th0, a, g, H, J, s5, r):
+    """Cloth bending of one triangle stencil (shell_bending.py, E = 1/2 (th - th0)^T K (th - th0)) for the
+    vertex in slot a (0..5): gradient and Gauss-Newton block J_a^T K J_a, using the sweep's scratch
+    J (3, 12) (as the (3, 4, 3) dihedral gradients), s5 (5, 3) and r (3,); no allocation."""
+    shell_vertex(x, st, K, th0, a, g, H, s5[0], J.reshape((3, 4, 3)), s5[1], r, s5[2:5])
 
 
 @njit(cache=True, fastmath=False)

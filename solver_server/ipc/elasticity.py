@@ -1,4 +1,4 @@
-"""All internal elastic energies of the scene in one place: tets (solids), membranes + hinges (cloth),
+"""All internal elastic energies of the scene in one place: tets (solids), membranes + shell bending (cloth),
 stretch + bending (rods). Gives the total energy (J), gradient (3N,) and the PSD-projected Hessian as
 COO triplets over the global vertex array. Hessian index patterns are computed once."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import bending, elastic_tet, membrane, rod_stretch
+from . import bending, elastic_tet, membrane, rod_stretch, shell_bending
 from .contact.threads import threads_for
 from .fem_common import hessian_pattern, scatter_gradient
 
@@ -33,9 +33,9 @@ class ElasticTerms:
     tri_mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tri_lam: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tri_thick: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    hinges: np.ndarray = field(default_factory=lambda: _empty(4))
-    hinge_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    hinge_d0: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    shells: np.ndarray = field(default_factory=lambda: _empty(6))  # cloth bending (shell_bending.py)
+    shell_K: np.ndarray = field(default_factory=lambda: np.zeros((0, 3, 3)))
+    shell_th0: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     rod_edges: np.ndarray = field(default_factory=lambda: _empty(2))
     rod_rest: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rod_k: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -47,7 +47,7 @@ class ElasticTerms:
         self._patterns = None
 
     def _groups(self):
-        return [("tets", self.tets), ("tris", self.tris), ("hinges", self.hinges),
+        return [("tets", self.tets), ("tris", self.tris), ("shells", self.shells),
                 ("rod_edges", self.rod_edges), ("rod_bends", self.rod_bends)]
 
     def patterns(self) -> tuple:
@@ -90,8 +90,8 @@ class ElasticTerms:
         if len(self.tris):
             e += membrane.membrane_energy(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu, self.tri_lam,
                                           self.tri_thick)
-        if len(self.hinges):
-            e += bending.bending_energy(0, x, self.hinges, self.hinge_kw, self.hinge_d0)
+        if len(self.shells):
+            e += shell_bending.shell_energy(x, self.shells, self.shell_K, self.shell_th0)
         if len(self.rod_edges):
             e += rod_stretch.stretch_energy(x, self.rod_edges, self.rod_rest, self.rod_k)
         if len(self.rod_bends):
@@ -109,9 +109,9 @@ class ElasticTerms:
             ge = membrane.membrane_gradient_elems(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu,
                                                   self.tri_lam, self.tri_thick)
             g += scatter_gradient(ge, self.tris, n)
-        if len(self.hinges):
-            g += scatter_gradient(bending.bending_gradient_elems(0, x, self.hinges, self.hinge_kw, self.hinge_d0),
-                                  self.hinges, n)
+        if len(self.shells):
+            g += scatter_gradient(shell_bending.shell_gradient_elems(x, self.shells, self.shell_K, self.shell_th0),
+                                  self.shells, n)
         if len(self.rod_edges):
             g += scatter_gradient(rod_stretch.stretch_gradient_elems(x, self.rod_edges, self.rod_rest, self.rod_k),
                                   self.rod_edges, n)
@@ -128,8 +128,8 @@ class ElasticTerms:
         if len(self.tris):
             vals.append(membrane.membrane_hessian_elems(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu,
                                                         self.tri_lam, self.tri_thick, project).reshape(-1))
-        if len(self.hinges):
-            vals.append(bending.bending_hessian_elems(0, x, self.hinges, self.hinge_kw, self.hinge_d0).reshape(-1))
+        if len(self.shells):
+            vals.append(shell_bending.shell_hessian_elems(x, self.shells, self.shell_K, self.shell_th0).reshape(-1))
         if len(self.rod_edges):
             vals.append(rod_stretch.stretch_hessian_elems(x, self.rod_edges, self.rod_rest, self.rod_k,
                                                           project).reshape(-1))

@@ -10,7 +10,7 @@ Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model
 body (solver_server/abd/: 12 DOFs appended after the vertex rows, its surface vertices slaved through
 x = J q, see ipc/dof_map.py), or with ``affine=False`` (the Fast solver, which has no body DOFs yet)
 the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK
-membrane + hinge bending, contact offset thickness/2; rod -> stretch + bending, offset thickness/2;
+membrane + shell bending (shell_bending.py), contact offset thickness/2; rod -> stretch + bending, offset thickness/2;
 collider -> prescribed by Body.animation (static if None).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from protocol.scene import Body, Scene, SceneError
 from solver_server.scene.checks import check_solid, check_triangles, triangle_areas
 from solver_server.scene.tetmesh import tetrahedralize
-from . import bending, elastic_tet, membrane
+from . import bending, elastic_tet, membrane, shell_bending
 from .dof_map import DofMap
 from .elasticity import ElasticTerms
 from .isotropic_models import MODEL_IDS, lame
@@ -164,15 +164,10 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
             mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
             k = len(tris)
             tri_l.append((tris + off, Dm_inv, area, np.full(k, mu), np.full(k, lam), np.full(k, mat.thickness)))
-            h = bending.hinges(tris)
-            if len(h):
-                # areas of the two triangles at each hinge: look them up through the edge -> triangle map
-                e_len2 = ((V[h[:, 1]] - V[h[:, 0]]) ** 2).sum(1)
-                a1 = 0.5 * np.linalg.norm(np.cross(V[h[:, 1]] - V[h[:, 0]], V[h[:, 2]] - V[h[:, 0]]), axis=1)
-                a2 = 0.5 * np.linalg.norm(np.cross(V[h[:, 1]] - V[h[:, 0]], V[h[:, 3]] - V[h[:, 0]]), axis=1)
-                kw = mat.bending_stiffness * 3.0 * e_len2 / (a1 + a2)
-                d0 = _rest_d(0, V, h)
-                hinge_l.append((h + off, kw, d0))
+            sh = shell_bending.shell_stencils(tris)
+            if len(sh):
+                K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness)
+                hinge_l.append((sh + off, K, shell_bending.rest_thetas(V, sh)))
             m = np.zeros(len(V))
             np.add.at(m, tris.ravel(), np.repeat(mat.density * mat.thickness * triangle_areas(V, tris) / 3.0, 3))
             o = np.full(len(V), 0.5 * mat.thickness)
@@ -236,12 +231,12 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         el.tris, el.tri_Dm_inv, el.tri_area, el.tri_mu, el.tri_lam, el.tri_thick = [
             np.ascontiguousarray(np.concatenate(z)) for z in zip(*tri_l)]
     if hinge_l:
-        el.hinges, el.hinge_kw, el.hinge_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*hinge_l)]
+        el.shells, el.shell_K, el.shell_th0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*hinge_l)]
     if rod_l:
         el.rod_edges, el.rod_rest, el.rod_k = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*rod_l)]
     if bend_l:
         el.rod_bends, el.rod_kw, el.rod_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*bend_l)]
-    for name in ("tets", "tris", "hinges", "rod_edges", "rod_bends"):
+    for name in ("tets", "tris", "shells", "rod_edges", "rod_bends"):
         setattr(el, name, np.ascontiguousarray(getattr(el, name), np.int32))
     fc = np.concatenate(faces).astype(np.int32) if faces else np.zeros((0, 3), np.int32)
     ec = _face_edges(fc)

@@ -88,3 +88,31 @@ def grid_sheet(size=(1.0, 1.0), quads=(8, 8), center=(0.0, 0.0, 0.0)) -> tuple:
     e = np.sort(np.concatenate([T[:, [0, 1]], T[:, [1, 2]], T[:, [2, 0]]]), axis=1)
     E = np.unique(e, axis=0).astype(np.int32)
     return V, T, E
+
+
+def disc_sheet(radius: float = 0.15, spacing: float = 0.01, center=(0.0, 0.0, 0.0), jitter: float = 0.0,
+               seed: int = 0) -> tuple:
+    """Flat disc in the XY plane at height center[2], Delaunay-triangulated from concentric rings of points
+    ``spacing`` (m) apart (near-equilateral triangles, the boundary on the circle). ``jitter`` moves the
+    interior points randomly by up to that fraction of the spacing (an irregular mesh). Returns
+    (vertices, triangles, edges)."""
+    from scipy.spatial import Delaunay
+    n_rings = max(1, int(round(radius / spacing)))
+    pts = [np.zeros((1, 2))]
+    for k in range(1, n_rings + 1):
+        r = radius * k / n_rings
+        m = max(6, int(round(2 * np.pi * r / spacing)))
+        a = 2 * np.pi * (np.arange(m) + 0.5 * (k % 2)) / m
+        pts.append(np.stack([r * np.cos(a), r * np.sin(a)], 1))
+    P = np.concatenate(pts)
+    if jitter > 0:
+        rng = np.random.default_rng(seed)
+        inner = np.linalg.norm(P, axis=1) < radius * (1 - 0.5 / n_rings)
+        P[inner] += rng.uniform(-jitter, jitter, (inner.sum(), 2)) * spacing
+    T = Delaunay(P).simplices.astype(np.int32)
+    a, b = P[T[:, 1]] - P[T[:, 0]], P[T[:, 2]] - P[T[:, 0]]
+    flip = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0] < 0
+    T[flip] = T[flip][:, [0, 2, 1]]
+    V = np.c_[P + np.asarray(center[:2], float), np.full(len(P), float(center[2]))]
+    e = np.sort(np.concatenate([T[:, [0, 1]], T[:, [1, 2]], T[:, [2, 0]]]), axis=1)
+    return V, T, np.unique(e, axis=0).astype(np.int32)
