@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import zmq
 
 from protocol import ProtocolError, SceneError, Settings, load_scene
 from protocol.scene import Body, Material, Scene
@@ -75,3 +76,61 @@ def test_a_1_0_scene_file_loads_with_walls_and_rate_independent_sand():
     scene = load_scene(V1_0_FILE)
     assert scene.settings.mpm_domain == "box"
     assert all(b.material.grain_size == 0.0 for b in scene.bodies)
+
+
+def _server_1_1(ctx):
+    """A ROUTER that answers Hello as a 1.1 server and records the next message's raw body."""
+    import threading
+
+    from protocol import Welcome, decode, decode_message, encode, encode_message
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    got = {}
+
+    def serve():
+        if not router.poll(10000):
+            return
+        ident, *frames = router.recv_multipart()
+        hello, _ = decode_message(frames)
+        router.send_multipart([ident, *encode_message(Welcome("old", "0.2.0", (1, 1), parent=hello.id), (1, 1))])
+        if router.poll(3000):
+            ident, *frames = router.recv_multipart()
+            env, body = decode(frames)
+            got["body"] = body
+            router.send_multipart([ident, *encode("accepted", {"job_id": "j1"}, parent=env.id, version=(1, 1))])
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return router, t, f"tcp://127.0.0.1:{port}", got
+
+
+@pytest.fixture
+def ctx():
+    c = zmq.Context()
+    yield c
+    c.term()
+
+
+def test_a_1_1_server_over_a_socket(ctx):
+    """The real Client against a peer answering as 1.1: a sand scene with the 1.2 defaults is refused
+    before anything is sent (VersionMismatch naming the material field); with the 1.1 meanings
+    (box, grain size 0) it is sent without the new fields."""
+    from protocol import Client, VersionMismatch
+    router, t, address, got = _server_1_1(ctx)
+    try:
+        with Client(address, context=ctx, timeout=5.0) as c:
+            assert c.connect().protocol_version == (1, 1)
+            with pytest.raises(VersionMismatch) as e:
+                c.submit(_sand_scene("box", 1e-3), "/tmp/x")
+            assert "grain_size" in str(e.value) and "Sand" in str(e.value) and "1.1" in str(e.value)
+            with pytest.raises(VersionMismatch) as e:
+                c.submit(_sand_scene("auto", 0.0), "/tmp/x")
+            assert "mpm_domain" in str(e.value)
+            assert c.submit(_sand_scene("box", 0.0), "/tmp/x") == "j1"
+        t.join(5)
+        sent = got["body"]["scene"]
+        assert "mpm_domain" not in sent["settings"]
+        assert all("grain_size" not in b["material"] for b in sent["bodies"])
+    finally:
+        router.close(0)
