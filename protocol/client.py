@@ -10,12 +10,16 @@ One DEALER socket; every wait has a timeout so nothing ever hangs::
 
 For a UI timer use :meth:`Client.poll` (non-blocking) instead of :meth:`Client.events`.
 A server off loopback encrypts with CurveZMQ: pass its public key (``server_key``: the 40
-characters printed by ``clearance-server keygen``, or the path of its ``server.key`` file).
+characters printed by ``clearance-server keygen``, or the path of its ``server.key`` file); a
+server that admits only listed clients also needs this client's key (``client_key``: the path
+of a ``NAME.key_secret`` from ``clearance-server keygen --client NAME``, or
+``$CLEARANCE_CLIENT_KEY_FILE``).
 Messages that arrive while waiting for a reply (frames of a running job) are kept and handed
 out by poll()/events(), never dropped.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import Iterator, Optional
@@ -24,7 +28,7 @@ import zmq
 
 from .codec import DEFAULT_LIMITS, Limits
 from .errors import ProtocolError, RemoteError, ServerUnreachable, VersionMismatch
-from .keys import read_public_key
+from .keys import CLIENT_KEY_FILE_ENV, read_public_key, read_secret_key
 from .messages import (Accepted, Cancel, Done, Error, Hello, Message, Ping, Pong, Status, StatusReply, Submit,
                        Welcome, decode_message, encode_message)
 from .scene import Scene
@@ -39,7 +43,7 @@ class Client:
     def __init__(self, address: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, timeout: float = 5.0,
                  client_name: str = "clearance-client", *, protocol_version: tuple = PROTOCOL_VERSION,
                  limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
-                 server_key: Optional[str] = None):
+                 server_key: Optional[str] = None, client_key: Optional[str] = None):
         self.address = address
         self.secret = secret
         self.timeout = float(timeout)
@@ -52,13 +56,16 @@ class Client:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.RCVHWM, 0)
         self.encrypted = bool(server_key)
-        if self.encrypted:   # a fresh client keypair per connection; the server is known by its public key
+        if self.encrypted:   # the server is known by its public key
             try:
                 key = read_public_key(server_key)
+                # this client's own keypair: a listed one (a server with --authorized-keys admits
+                # only those), else a fresh one per connection
+                own = client_key or os.environ.get(CLIENT_KEY_FILE_ENV)
+                public, secret = read_secret_key(own) if own else zmq.curve_keypair()
             except Exception:
                 self._sock.close(linger=0)
                 raise
-            public, secret = zmq.curve_keypair()
             self._sock.curve_publickey, self._sock.curve_secretkey, self._sock.curve_serverkey = public, secret, key
         # Handshake failures (wrong key, encryption on one side only) and a lost connection (the
         # server killed) would otherwise look like a silent server: watch the connection events
@@ -178,6 +185,12 @@ class Client:
                 self._handshake_definite = True
             elif self._handshake_definite:
                 continue
+            elif ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                self._handshake_failure = (f"the server at {self.address} does not admit this client's key: add its "
+                                           "public key (NAME.key from 'clearance-server keygen --client NAME') to "
+                                           "the server's --authorized-keys folder and restart it, and give this "
+                                           f"client NAME.key_secret (client_key= or ${CLIENT_KEY_FILE_ENV})")
+                self._handshake_definite = True
             elif self.encrypted:
                 self._handshake_failure = (f"the encrypted handshake with {self.address} failed: the server public "
                                            "key given does not match the server's key (copy server.key again)")

@@ -52,27 +52,33 @@ def check_key(text: str, what: str) -> bytes:
     return s.encode("ascii")
 
 
-def generate(directory: str, force: bool = False) -> Tuple[str, str]:
-    """Write a new keypair into ``directory`` (created if missing); returns (public path,
-    secret path). Refuses to overwrite an existing secret key unless ``force``."""
+def generate(directory: str, force: bool = False, name: str = "server") -> Tuple[str, str]:
+    """Write a new keypair into ``directory`` (created if missing) as ``NAME.key`` (public) and
+    ``NAME.key_secret`` (mode 0600); returns (public path, secret path). Refuses to overwrite
+    existing keys unless ``force``. ``name`` "server" is the server's pair; any other name is a
+    client's (for a server that admits only listed clients, ``--authorized-keys``)."""
     _check_curve()
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise KeyFileError(f"key name {name!r}: use letters, digits, '-', '_' and '.' only")
     os.makedirs(directory, exist_ok=True)
-    pub_path = os.path.join(directory, PUBLIC_NAME)
-    sec_path = os.path.join(directory, SECRET_NAME)
+    pub_path = os.path.join(directory, f"{name}.key")
+    sec_path = os.path.join(directory, f"{name}.key_secret")
     if not force:
         for p in (sec_path, pub_path):
             if os.path.lexists(p):
                 raise KeyFileError(f"{p} already exists; keep it, or pass --force to replace the server's keys "
                                 "(every client then needs the new public key)")
     public, secret = zmq.curve_keypair()
-    _write(sec_path, _certificate(public, secret), 0o600, force)
-    _write(pub_path, _certificate(public, None), 0o644, force)
+    _write(sec_path, _certificate(public, secret, name), 0o600, force)
+    _write(pub_path, _certificate(public, None, name), 0o644, force)
     return pub_path, sec_path
 
 
-def _certificate(public: bytes, secret: Optional[bytes]) -> str:
-    lines = ["#   Clearance solver server CurveZMQ " + ("SECRET key: keep private (mode 0600)" if secret else
-                                                       "public key: give it to the clients"),
+def _certificate(public: bytes, secret: Optional[bytes], name: str = "server") -> str:
+    who = "solver server" if name == "server" else f"client {name!r}"
+    to = "give it to the clients" if name == "server" else "put it in the server's --authorized-keys folder"
+    lines = [f"#   Clearance {who} CurveZMQ " + ("SECRET key: keep private (mode 0600)" if secret else
+                                                 f"public key: {to}"),
              "#   ZeroMQ certificate format; the key is the 40 characters in quotes", "metadata", "curve",
              f'    public-key = "{public.decode("ascii")}"']
     if secret is not None:
@@ -117,7 +123,8 @@ def _read_certificate(path: str) -> Tuple[Optional[str], Optional[str]]:
 
 
 def read_secret_key(path: str) -> Tuple[bytes, bytes]:
-    """(public, secret) from the server's secret key file. Refuses a file other users can read."""
+    """(public, secret) from a secret key file (the server's, or a client's). Refuses a file
+    other users can read."""
     _check_curve()
     public, secret = _read_certificate(path)
     if secret is None:
@@ -162,3 +169,27 @@ def read_public_key(text_or_path: str) -> bytes:
     if public is None:
         raise KeyFileError(f"{path} holds no public-key (a ZeroMQ certificate written by 'clearance-server keygen')")
     return check_key(public, f"the public-key in {path}")
+
+
+CLIENT_KEY_FILE_ENV = "CLEARANCE_CLIENT_KEY_FILE"
+"""Environment variable with the path of a client's secret key file (for a server that admits
+only listed clients); without it a client makes a fresh keypair per connection."""
+
+
+def read_authorized_keys(directory: str) -> set:
+    """The client public keys of every ``*.key`` file in ``directory`` (a server's
+    ``--authorized-keys`` folder). Raises KeyFileError naming a bad file or an empty folder."""
+    _check_curve()
+    if not os.path.isdir(directory):
+        raise KeyFileError(f"--authorized-keys {directory}: not a folder")
+    found = set()
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".key"):
+            public, _ = _read_certificate(os.path.join(directory, name))
+            if public is None:
+                raise KeyFileError(f"{os.path.join(directory, name)} holds no public-key")
+            found.add(check_key(public, f"the public-key in {os.path.join(directory, name)}"))
+    if not found:
+        raise KeyFileError(f"--authorized-keys {directory} holds no client key (*.key files written by "
+                           "'clearance-server keygen --client NAME'); no client could connect")
+    return found

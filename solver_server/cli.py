@@ -26,7 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
         secret = resolve_secret(args.secret, args.secret_file)
         curve_key = keys.read_secret_key(args.key_file) if args.key_file else keys.secret_key_from_env()
         server = Server(args.bind, secret=secret, workers=args.workers, limits=limits, curve_key=curve_key,
-                        plaintext=args.plaintext)
+                        plaintext=args.plaintext, authorized_keys=args.authorized_keys)
     except ValueError as e:
         print(f"clearance-server: {e}", file=sys.stderr, flush=True)
         return 2
@@ -41,6 +41,9 @@ def _serve(args: argparse.Namespace) -> int:
     if server.encrypted:
         print(f"clearance-server: encrypted (CurveZMQ), server public key {server.public_key}", file=sys.stderr,
               flush=True)
+    if args.authorized_keys:
+        print(f"clearance-server: admitting only the {server.authorized} client keys in {args.authorized_keys}",
+              file=sys.stderr, flush=True)
     print(f"clearance-server listening on {server.address}", flush=True)
     server.serve_forever()
     return 0
@@ -67,11 +70,16 @@ def _bake(args: argparse.Namespace) -> int:
 def _keygen(args: argparse.Namespace) -> int:
     from protocol import keys
     try:
-        public_path, secret_path = keys.generate(args.out, force=args.force)
+        public_path, secret_path = keys.generate(args.out, force=args.force, name=args.client or "server")
         public = keys.read_public_key(public_path).decode("ascii")
     except (OSError, ValueError) as e:
         print(f"clearance-server keygen: {e}", file=sys.stderr, flush=True)
         return 1
+    if args.client:
+        print(f"client secret key: {secret_path} (mode 0600; the client's client_key / $CLEARANCE_CLIENT_KEY_FILE)")
+        print(f"client public key: {public_path} (copy it into the server's --authorized-keys folder)")
+        print(f"client public key: {public}")
+        return 0
     print(f"secret key: {secret_path} (mode 0600; serve with --key-file {secret_path})")
     print(f"public key: {public_path} (give it to the clients)")
     print(f"server public key: {public}")
@@ -93,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--key-file", default=None,
                    help="the server's secret key file from 'clearance-server keygen' (or $CLEARANCE_KEY_FILE / "
                         "$CLEARANCE_CURVE_SECRET_KEY): encrypts every connection (CurveZMQ); required off loopback")
+    s.add_argument("--authorized-keys", default=None, metavar="DIR",
+                   help="admit only the clients whose public keys (*.key from 'clearance-server keygen --client "
+                        "NAME') are in DIR; needs --key-file")
     s.add_argument("--plaintext", action="store_true",
                    help="allow a non-loopback bind without a key (only behind an SSH tunnel or a VPN)")
     s.add_argument("--workers", type=int, default=1, help="jobs running at once (default 1)")
@@ -101,9 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest message accepted (all its arrays together), MiB (default 8192); a bigger one is "
                         "refused from its header before anything is allocated for it")
     s.set_defaults(func=_serve)
-    k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret)")
+    k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret), or "
+                                      "a client's (--client NAME)")
     k.add_argument("--out", required=True, help="folder for server.key (public) and server.key_secret (mode 0600)")
     k.add_argument("--force", action="store_true", help="replace existing keys")
+    k.add_argument("--client", default=None, metavar="NAME",
+                   help="write a client's keypair NAME.key / NAME.key_secret instead of the server's")
     k.set_defaults(func=_keygen)
     b = sub.add_parser("bake", help="bake a .clrscene file to .pc2 files (no sockets)")
     b.add_argument("scene_file")

@@ -47,10 +47,26 @@ class Server:
     def __init__(self, bind: str = "tcp://127.0.0.1:5555", secret: Optional[str] = None, workers: int = 1,
                  limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
                  protocol_version: tuple = PROTOCOL_VERSION, max_sessions: int = 4096,
-                 curve_key: Optional[tuple] = None, plaintext: bool = False):
+                 curve_key: Optional[tuple] = None, plaintext: bool = False,
+                 authorized_keys: Optional[str] = None):
         """``curve_key``: (public, secret) Z85 keys (protocol.keys.read_secret_key) to encrypt
-        every connection; ``plaintext``: allow a non-loopback bind without a key."""
+        every connection; ``plaintext``: allow a non-loopback bind without a key;
+        ``authorized_keys``: a folder of client public keys (``*.key``): only those clients
+        complete the CurveZMQ handshake (ZAP), so no other peer can send anything at all."""
         check_bind(bind, secret, curve_key is not None, plaintext)
+        self._auth = None
+        if authorized_keys is not None:
+            if curve_key is None:
+                raise ValueError("--authorized-keys needs encryption: give the server its key (--key-file)")
+            from protocol.keys import read_authorized_keys
+            n_keys = len(read_authorized_keys(authorized_keys))   # named errors, before ZeroMQ reads them
+            if context is None:
+                context = zmq.Context()   # ZAP applies to a whole context: a context of this server's own
+            from zmq.auth.thread import ThreadAuthenticator
+            self._auth = ThreadAuthenticator(context)
+            self._auth.start()
+            self._auth.configure_curve(domain="*", location=authorized_keys)
+            self.authorized = n_keys
         self.secret = secret
         self.limits = limits
         self.protocol_version = tuple(protocol_version)
@@ -298,6 +314,8 @@ class Server:
         finally:
             self.jobs.shutdown()
             self.sock.close(linger=0)
+            if self._auth is not None:
+                self._auth.stop()
 
     def stop(self) -> None:
         self._stop.set()

@@ -45,6 +45,12 @@ def secret_file(tmp_path):
     return p
 
 
+def _rss(pid: int) -> int:
+    """Resident memory of a process, bytes (Linux)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
 def _local(address: str) -> str:
     """The loopback address of a server bound to 0.0.0.0."""
     return "tcp://127.0.0.1:" + address.rsplit(":", 1)[1]
@@ -208,3 +214,55 @@ def test_the_secret_and_the_scene_cross_the_network_only_encrypted(encrypted, ke
     for plain in (SECRET.encode(), "Cloth/with spaces é".encode(), str(tmp_path / "cache").encode()):
         assert (plain in sent) != encrypted, plain
     assert os.path.isdir(tmp_path / "cache" / "frames")
+
+
+def test_authorized_keys_admit_only_listed_clients(keydir, secret_file, server_factory, tmp_path):
+    """With --authorized-keys, a peer whose key is not listed cannot complete the handshake, so
+    it cannot make the server hold anything: its 64 MiB never leave its own queue."""
+    d, _ = keydir
+    clients = tmp_path / "clients"
+    for name in ("alice", "mallory"):
+        r = _run("keygen", "--out", str(tmp_path / name), "--client", name)
+        assert r.returncode == 0 and f"{name}.key_secret" in r.stdout, r.stderr
+    clients.mkdir()
+    (clients / "alice.key").write_bytes((tmp_path / "alice" / "alice.key").read_bytes())
+    r = _run("serve", "--bind", "tcp://0.0.0.0:0", "--secret-file", str(secret_file), "--plaintext",
+             "--authorized-keys", str(clients), timeout=30)
+    assert r.returncode == 2 and "needs encryption" in r.stderr
+    r = _run("serve", "--bind", "tcp://127.0.0.1:0", "--key-file", str(d / keys.SECRET_NAME),
+             "--authorized-keys", str(tmp_path / "mallory" / "nothing"), timeout=30)
+    assert r.returncode == 2 and "not a folder" in r.stderr
+    srv = _remote_server(server_factory, tmp_path, d, secret_file, "--authorized-keys", str(clients))
+    address = _local(srv.address)
+    pub = str(d / keys.PUBLIC_NAME)
+    with Client(address, timeout=10.0, secret=SECRET, server_key=pub,
+                client_key=str(tmp_path / "alice" / "alice.key_secret")) as c:
+        c.connect()
+        job = c.submit(make_scene(n_frames=2), str(tmp_path / "cache"))
+        assert list(c.events(job, timeout=30.0))[-1].state == "done"
+    for own in (None, str(tmp_path / "mallory" / "mallory.key_secret")):   # a fresh key, an unlisted key
+        with Client(address, timeout=2.0, secret=SECRET, server_key=pub, client_key=own) as c:
+            with pytest.raises(ServerUnreachable, match="does not admit this client's key"):
+                c.connect()
+    # an unlisted peer that knows the server's public key and the secret offers 64 MiB
+    import numpy as np
+    from protocol import encode
+    before = _rss(srv.proc.pid)
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
+    s.curve_serverkey = keys.read_public_key(pub)
+    s.connect(address)
+    for _ in range(8):
+        try:   # once the server has refused its key the socket has no peer: sending would block
+            s.send_multipart(encode("status", {"job_id": "j", "x": np.ones(8 << 20, np.uint8)}), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+    assert not s.poll(3000)                                  # nothing ever answers it ...
+    s.close(0)
+    ctx.term()
+    assert _rss(srv.proc.pid) - before < 16 << 20            # ... and the server holds none of it
+    with Client(address, timeout=10.0, secret=SECRET, server_key=pub,
+                client_key=str(tmp_path / "alice" / "alice.key_secret")) as c:
+        c.connect()
