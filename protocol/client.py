@@ -77,6 +77,7 @@ class Client:
         self._handshake_failure: Optional[str] = None
         self._connected = False   # a handshake succeeded (and no disconnect since)
         self._lost = False        # disconnected after a handshake: reported once by _recv
+        self._down = False        # lost and not reconnected since: requests other than Hello fail at once
         self._handshake_definite = False
         self._sock.connect(address)
         self._pending: deque = deque()
@@ -128,7 +129,13 @@ class Client:
         return msg
 
     def _request(self, msg: Message, reply_types: tuple, timeout: Optional[float] = None) -> Message:
-        """Send ``msg`` and wait for the reply whose parent is its id; other messages are queued."""
+        """Send ``msg`` and wait for the reply whose parent is its id; other messages are queued.
+        After a lost connection only a Hello waits for the server to come back: anything else
+        (a cancel after the server was killed) fails at once instead of after the timeout."""
+        if not isinstance(msg, Hello):
+            self.handshake_problem()
+            if self._down:
+                raise ServerUnreachable(self.lost_text())
         self._send(msg)
         t = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + t
@@ -165,11 +172,11 @@ class Client:
         while self._monitor.poll(0):
             ev = recv_monitor_message(self._monitor)
             if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self._connected = True
+                self._connected, self._down = True, False
                 continue
             if ev["event"] == zmq.EVENT_DISCONNECTED:
                 if self._connected:
-                    self._connected, self._lost = False, True
+                    self._connected, self._lost, self._down = False, True, True
                 continue
             mismatch = ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and \
                 ev["value"] == getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", -1)

@@ -52,7 +52,6 @@ def _session(tmp_path, resume):
                           "PC2", resume=resume), bs
 
 
-@pytest.mark.slow   # ~50 s on the loaded 2-core machine (two server starts, two job processes)
 def test_server_killed_mid_bake_keeps_frames_and_resume_finishes(blender, servers, tmp_path):
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, 10
