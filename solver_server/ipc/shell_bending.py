@@ -224,8 +224,11 @@ def shell_stencils(triangles: np.ndarray) -> np.ndarray:
     return out.astype(np.int32)
 
 
-def shell_stiffness(V: np.ndarray, stencils: np.ndarray, B, nu: float = NU_BEND) -> np.ndarray:
-    """K (T, 3, 3) in N m from the rest positions V (n, 3) m and flexural rigidity B (N m, scalar or (T,))."""
+def shell_stiffness(V: np.ndarray, stencils: np.ndarray, B, nu: float = NU_BEND, boundary: str = "moment") -> np.ndarray:
+    """K (T, 3, 3) in N m from the rest positions V (n, 3) m and flexural rigidity B (N m, scalar or (T,)).
+    ``boundary``: how a triangle on a free edge closes its fit: "moment" (default) imposes zero normal
+    curvature across the free edge (M_nn = 0 for nu = 0), "natural" leaves the missing height free
+    (energy-minimising; softer, kept for comparison)."""
     V = np.asarray(V, np.float64)
     s = np.asarray(stencils, np.int64)
     T = len(s)
@@ -265,14 +268,23 @@ def shell_stiffness(V: np.ndarray, stencils: np.ndarray, B, nu: float = NU_BEND)
         for k in range(3):
             Amat[:, j, k] = lam[:, (k + 1) % 3] * lam[:, (k + 2) % 3]
         h[:, j] = np.where(present[:, j], hf, 0.0)
-    Amat[~present] = 0.0
-    M = Amat @ np.linalg.solve(Q, np.transpose(Amat, (0, 2, 1)))
-    scale = np.abs(M).max(axis=(1, 2)) + 1e-300
-    big = 1e12 * scale
-    for j in range(3):
-        M[:, j, j] = np.where(present[:, j], M[:, j, j], big)
-    mu, W = np.linalg.eigh(M)
     lbar2 = np.mean([((X[:, (j + 1) % 3] - X[:, (j + 2) % 3]) ** 2).sum(1) for j in range(3)], axis=0)
+    for j in range(3):
+        if boundary == "moment":
+            # free edge j: no normal curvature across it, m^T S m = 0 (zero bending moment for nu = 0),
+            # scaled by lbar^2 to the flap rows' magnitude; its height stays 0 (row dropped below)
+            e = X[:, (j + 2) % 3] - X[:, (j + 1) % 3]
+            m = np.cross(nh, e / np.linalg.norm(e, axis=1)[:, None])
+            row = np.stack([2.0 * dot(a_[k], m) * dot(b_[k], m) for k in range(3)], 1) * lbar2[:, None]
+            Amat[~present[:, j], j] = row[~present[:, j]]
+        else:
+            Amat[~present[:, j], j] = 0.0
+    M = Amat @ np.linalg.solve(Q, np.transpose(Amat, (0, 2, 1)))
+    if boundary != "moment":
+        scale = np.abs(M).max(axis=(1, 2)) + 1e-300
+        for j in range(3):   # natural condition: the missing height is free (minimises the energy)
+            M[:, j, j] = np.where(present[:, j], M[:, j, j], 1e12 * scale)
+    mu, W = np.linalg.eigh(M)
     cap = CAP * B * area / lbar2 ** 2
     lam_k = np.minimum(B[:, None] * area[:, None] / np.maximum(mu, 1e-300), cap[:, None])
     Kz = np.einsum("tij,tj,tkj->tik", W, lam_k, W)

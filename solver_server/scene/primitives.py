@@ -91,23 +91,24 @@ def grid_sheet(size=(1.0, 1.0), quads=(8, 8), center=(0.0, 0.0, 0.0)) -> tuple:
 
 
 def disc_sheet(radius: float = 0.15, spacing: float = 0.01, center=(0.0, 0.0, 0.0), jitter: float = 0.0,
-               seed: int = 0) -> tuple:
+               seed: int = 0, ring_radii=None) -> tuple:
     """Flat disc in the XY plane at height center[2], Delaunay-triangulated from concentric rings of points
     ``spacing`` (m) apart (near-equilateral triangles, the boundary on the circle). ``jitter`` moves the
-    interior points randomly by up to that fraction of the spacing (an irregular mesh). Returns
-    (vertices, triangles, edges)."""
+    interior points randomly by up to that fraction of the spacing (an irregular mesh). ``ring_radii``
+    (increasing, the last = radius) replaces the evenly spaced rings. Returns (vertices, triangles, edges)."""
     from scipy.spatial import Delaunay
     n_rings = max(1, int(round(radius / spacing)))
+    radii = np.asarray(ring_radii, float) if ring_radii is not None else radius * np.arange(1, n_rings + 1) / n_rings
+    n_rings = len(radii)
     pts = [np.zeros((1, 2))]
-    for k in range(1, n_rings + 1):
-        r = radius * k / n_rings
+    for k, r in enumerate(radii, start=1):
         m = max(6, int(round(2 * np.pi * r / spacing)))
         a = 2 * np.pi * (np.arange(m) + 0.5 * (k % 2)) / m
         pts.append(np.stack([r * np.cos(a), r * np.sin(a)], 1))
     P = np.concatenate(pts)
     if jitter > 0:
         rng = np.random.default_rng(seed)
-        inner = np.linalg.norm(P, axis=1) < radius * (1 - 0.5 / n_rings)
+        inner = np.linalg.norm(P, axis=1) < radii[-1] - 0.5 * (radii[-1] - (radii[-2] if n_rings > 1 else 0.0))
         P[inner] += rng.uniform(-jitter, jitter, (inner.sum(), 2)) * spacing
     T = Delaunay(P).simplices.astype(np.int32)
     a, b = P[T[:, 1]] - P[T[:, 0]], P[T[:, 2]] - P[T[:, 0]]

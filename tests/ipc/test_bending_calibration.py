@@ -7,7 +7,8 @@
   element arrays), whole sheet including its boundary triangles: within 10%.
 * Peirce cantilever: a strip clamped at one end sags under gravity to the inextensible-elastica shape
   (B theta'' = -w (L - s) cos theta, theta(0) = 0, theta'(L) = 0); its chord angle, solved with the
-  Accurate (Newton) solver to rest, is within 10% of the elastica's.
+  Accurate (Newton) solver to rest, is within 10% of the elastica's, and within 0.2% of the elastica
+  clamped h/2 behind the last pinned column (where a clamp of pinned vertices acts).
 """
 import numpy as np
 import pytest
@@ -57,10 +58,11 @@ def test_cylinder_energy_equals_plate_theory(mesh, direction):
         assert abs(ratio - 1.0) < 0.10, (mesh, direction, R, ratio)
 
 
-def elastica_chord_angle(B: float, w: float, L: float) -> float:
-    """Chord angle (rad, clamp to tip against the horizontal) of an inextensible cantilever of flexural
-    rigidity B (N m per metre width), weight w (N/m^2) and overhang L (m), clamped horizontally."""
-    s = np.linspace(0.0, L, 401)
+def elastica_chord_angle(B: float, w: float, L: float, start: float = 0.0) -> float:
+    """Chord angle (rad, against the horizontal) of an inextensible cantilever of flexural rigidity B
+    (N m per metre width), weight w (N/m^2) and length L (m), clamped horizontally; the chord runs from arc
+    length ``start`` to the tip (start > 0: the clamp lies ``start`` behind the measuring point)."""
+    s = np.linspace(0.0, L, 4001)
 
     def f(s, y):  # y = (theta, theta'), theta measured downwards from the horizontal
         return np.vstack([y[1], -w / B * (L - s) * np.cos(y[0])])
@@ -68,8 +70,9 @@ def elastica_chord_angle(B: float, w: float, L: float) -> float:
     sol = solve_bvp(f, lambda a, b: np.array([a[0], b[1]]), s, np.zeros((2, s.size)), tol=1e-10, max_nodes=100000)
     assert sol.success
     th = sol.sol(s)[0]
-    x = np.trapz(np.cos(th), s)
-    y = np.trapz(np.sin(th), s)
+    keep = s >= start
+    x = np.trapz(np.cos(th[keep]), s[keep])
+    y = np.trapz(np.sin(th[keep]), s[keep])
     return float(np.arctan2(y, x))
 
 
@@ -112,4 +115,9 @@ def test_peirce_cantilever_strip_matches_elastica(cells, jitter):
     angle = np.degrees(np.arctan2(0.5 - tip[:, 2].mean(), tip[:, 0].mean()))
     ref = np.degrees(elastica_chord_angle(B, w, L))
     assert abs(angle - ref) < 0.10 * ref, (angle, ref)
+    # the remaining error is where the clamp acts, not the bending energy: a clamp of pinned vertex
+    # columns holds the strip midway between its last two columns, h/2 behind x = 0, and the strip then
+    # matches that elastica to 0.1% (regular) / 1% (jittered)
+    ref_h2 = np.degrees(elastica_chord_angle(B, w, L + h / 2, start=h / 2))
+    assert abs(angle - ref_h2) < (0.01 if jitter else 0.002) * ref_h2, (angle, ref_h2)
     assert np.ptp(tip[:, 2]) < 0.02 * L                      # no twist across the width
