@@ -14,10 +14,10 @@ CLOTH_PRESETS = {
     # name: (description, fields)
     "silk": ("Silk (crepe de chine, 68 g/m²): soft, fluid folds",
              dict(density=340.0, thickness=0.0002, youngs_modulus=4.0e5, poisson_ratio=0.3,
-                  bending_stiffness=2.0e-6, friction=0.25)),
+                  bending_stiffness=1.2e-6, friction=0.25)),
     "cotton": ("Cotton (plain-weave shirting, 130 g/m²)",
                dict(density=325.0, thickness=0.0004, youngs_modulus=1.5e6, poisson_ratio=0.3,
-                    bending_stiffness=1.5e-5, friction=0.4)),
+                    bending_stiffness=1.0e-5, friction=0.4)),
     "denim": ("Denim (12 oz/yd², 400 g/m²): heavy, stiff folds",
               dict(density=550.0, thickness=0.00073, youngs_modulus=1.5e6, poisson_ratio=0.3,
                    bending_stiffness=1.3e-4, friction=0.5)),

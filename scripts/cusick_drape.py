@@ -27,10 +27,23 @@ R_DISC = 0.09    # m
 HEIGHT = 0.5     # m, table height of the disc
 
 
+def clamp_rings(spacing: float) -> np.ndarray:
+    """Ring radii ~``spacing`` apart with rings at R_DISC -/+ spacing/2, both pinned: a clamp made of pinned
+    vertices acts midway between its last two pinned rows (the Peirce strip equals the elastica clamped
+    h/2 behind its last pinned column to 0.05 degrees, docs/solver.md), so the effective clamp edge is at
+    R_DISC whatever the spacing."""
+    a = R_DISC - spacing / 2
+    b = R_DISC + spacing / 2
+    n_in = max(1, int(round(a / spacing)))
+    n_out = max(1, int(round((R_SHEET - b) / spacing)))
+    return np.concatenate([a * np.arange(1, n_in + 1) / n_in, b + (R_SHEET - b) * np.arange(0, n_out + 1) / n_out])
+
+
 def cusick_scene(fields: dict, spacing: float = 0.01, frames: int = 72, seed: int = 0) -> Scene:
     """The Cusick specimen of material ``fields`` (protocol.scene.Material keyword arguments)."""
-    V, T, _ = disc_sheet(R_SHEET, spacing, center=(0.0, 0.0, HEIGHT), jitter=0.15, seed=seed)
-    pins = np.nonzero(np.linalg.norm(V[:, :2], axis=1) <= R_DISC + 1e-9)[0].astype(np.int32)
+    V, T, _ = disc_sheet(R_SHEET, spacing, center=(0.0, 0.0, HEIGHT), jitter=0.15, seed=seed,
+                         ring_radii=clamp_rings(spacing))
+    pins = np.nonzero(np.linalg.norm(V[:, :2], axis=1) <= R_DISC + spacing / 2 + 1e-9)[0].astype(np.int32)
     cloth = Body("specimen", "cloth", V, T, material=Material(**fields), pin_indices=pins)
     return Scene(Settings(frame_end=frames + 1, substeps=1, solver_quality="accurate"), (cloth,))
 
