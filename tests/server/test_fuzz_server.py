@@ -58,6 +58,13 @@ class FuzzTarget:
         self.proc = subprocess.Popen([sys.executable, "-m", "solver_server", "serve", "--bind", "tcp://127.0.0.1:0",
                                       "--max-array-mb", "1", "--max-message-mb", "4"], cwd=ROOT, env=e,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        try:
+            self._setup()
+        except BaseException:
+            self.close()        # never leave the server running when the setup fails
+            raise
+
+    def _setup(self):
         line = self.proc.stdout.readline()
         assert "listening on" in line, (line, self.stderr_path.read_text())
         self.address = line.split()[-1]
@@ -127,8 +134,10 @@ class FuzzTarget:
         assert self.proc.poll() is None
 
     def close(self):
-        self.sock.close(0)
-        self.ctx.term()
+        if getattr(self, "sock", None) is not None:
+            self.sock.close(0)
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.term()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:

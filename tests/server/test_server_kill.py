@@ -69,6 +69,9 @@ def test_server_killed_mid_bake_loses_nothing_and_resume_continues(server_factor
                         assert jobs, "no job process"
                         os.kill(srv.proc.pid, signal.SIGKILL)     # mid-frame
                 assert not isinstance(ev, Done), "the bake ended before the kill"
+        # a cancel now fails at once, naming the loss (not "no reply" after the timeout)
+        with pytest.raises(ServerUnreachable, match="lost the connection"):
+            c.cancel(job)
     # the client says what happened, instead of waiting out its timeout
     assert "lost the connection" in str(lost.value) and "resume" in str(lost.value)
     srv.proc.wait(30)
@@ -113,3 +116,56 @@ def test_server_killed_mid_bake_loses_nothing_and_resume_continues(server_factor
         for name, p in zip(ev.names, ev.positions):
             assert np.array_equal(p, expected_positions(scene, f)[name])
     assert not list(root.rglob("*.tmp*"))
+
+
+@pytest.mark.slow   # the real IPC solver: minutes with a cold kernel cache
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_server_killed_during_an_ipc_bake_resumes_to_the_uninterrupted_result(server_factory, tmp_path):
+    """The solver's state (positions and velocities of frame k) comes back from disk after the
+    server was killed: the resumed bake equals an uninterrupted one bit for bit, through the
+    contact with the floor."""
+    from protocol.scene import Body, Material, Scene, Settings
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64) * 0.1
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris = np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))], np.int32)
+    cube = Body("Soft Cube", "solid", corners + (0, 0, 0.15), tris, material=Material(youngs_modulus=1e5),
+                initial_velocity=(0.3, 0.0, -1.0))
+    floor = Body("Floor", "collider", np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float64),
+                 np.array([(0, 1, 2), (0, 2, 3)], np.int32))
+    scene = Scene(Settings(frame_start=1, frame_end=12, backend="ipc", solver_quality="accurate"), (cube, floor),
+                  name="kill during contact")
+    env = {"CLEARANCE_STATE_DIR": str(tmp_path / "state")}
+    srv = server_factory(env=env)
+    root = tmp_path / "r"
+    received = {}
+    with Client(srv.address, timeout=10.0) as c:
+        c.connect()
+        job = c.submit(scene, str(root))
+        with pytest.raises(ServerUnreachable, match="lost the connection"):
+            for ev in c.events(job, timeout=900.0):
+                if isinstance(ev, Frame):
+                    received[ev.frame] = ev
+                    if len(received) == 5:
+                        jobs = _children(srv.proc.pid)
+                        os.kill(srv.proc.pid, signal.SIGKILL)
+                assert not isinstance(ev, Done), "the bake ended before the kill"
+    srv.proc.wait(30)
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in jobs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in jobs)
+    assert len(_frames_on_disk(root, scene)) < 12
+    srv2 = server_factory(env=env)
+    with Client(srv2.address, timeout=10.0) as c:
+        c.connect()
+        job = c.submit(scene, str(root), resume=True)
+        assert list(c.events(job, timeout=900.0))[-1].state == "done"
+        job = c.submit(scene, str(tmp_path / "u"))
+        assert list(c.events(job, timeout=900.0))[-1].state == "done"
+    a, b = _frames_on_disk(root, scene), _frames_on_disk(tmp_path / "u", scene)
+    assert sorted(a) == sorted(b) == list(range(1, 13))
+    moved = np.abs(b[12]["p0"] - b[1]["p0"]).max()
+    assert moved > 0.05, moved                     # it really fell and slid
+    for f in b:
+        for k in b[f]:
+            assert np.array_equal(a[f][k], b[f][k]), (f, k)
