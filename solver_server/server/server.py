@@ -5,9 +5,10 @@ running jobs, answers requests, forwards job frames/progress to the submitting c
 enforces cancel deadlines. Every incoming message is decoded and validated; a malformed one
 gets an Error (code "protocol", naming the field) and the server keeps serving.
 With a CurveZMQ key (``curve_key``) all traffic is encrypted; a client must know the server's
-public key to connect at all (protocol/keys.py). Sessions: a client must say Hello first (only Ping is answered before that, and not even Ping
-when the server has a secret); a Hello with the wrong secret is refused with code "auth"
-and that connection is refused for good.
+public key to connect at all (protocol/keys.py), and with ``authorized_keys`` its own key must
+be listed. Sessions: a client must say Hello first (only Ping is answered before that, and not
+even Ping when the server has a secret); a Hello with the wrong secret is refused with code
+"auth" and that connection is refused for good.
 """
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ class Server:
         complete the CurveZMQ handshake (ZAP), so no other peer can send anything at all."""
         check_bind(bind, secret, curve_key is not None, plaintext)
         self._auth = None
+        self.authorized = 0     # client keys admitted (0: any client that knows the server's key)
         if authorized_keys is not None:
             if curve_key is None:
                 raise ValueError("--authorized-keys needs encryption: give the server its key (--key-file)")
