@@ -30,11 +30,9 @@ class IPCBackend(Backend):
         super().__init__(scene, progress)
         scene.validate()
         st = scene.settings
-        # stiff bodies are affine bodies in the Newton solver; the Fast solver has no body DOFs yet and
-        # keeps them as stiff FEM solids
-        affine = getattr(st, "solver_quality", "accurate") != "fast"
-        self.system = build_system(scene, self.progress, tet_spacing, affine=affine)
-        _choose_threads(self.system, fast=not affine)
+        # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
+        self.system = build_system(scene, self.progress, tet_spacing, affine=True)
+        _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
         self.progress("compiling", 0.0)
         ct = None
         if contact and len(self.system.coll_faces) + len(self.system.coll_edges) > 0:
@@ -135,7 +133,7 @@ class IPCBackend(Backend):
                 fast.append((name, f"{name} moves {step:.3g} m per step ({step / h:.3g} m/s), too fast for the time step"))
                 continue
             m = b.material
-            rigid_body = b.role == "stiff" and self.quality != "fast"    # an affine body: no elastic waves
+            rigid_body = b.role == "stiff"    # an affine body: no elastic waves
             if b.role in ("solid", "cloth", "rod", "stiff") and not rigid_body:
                 crossings = (m.youngs_modulus / m.density) ** 0.5 * h / size
                 if crossings > 20.0:

@@ -20,6 +20,7 @@ from solver_server.ipc.contact.threads import threads_for
 from solver_server.ipc.contact_bridge import EPS_V
 from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
+from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, detect
 from .incidence import color_arrays, element_tuple, incidence
 from .sweep import initial_guess, run_sweeps
@@ -49,8 +50,8 @@ class BlockDescentStepper:
         self.contact = contact
         self.rho = float(rho)
         self.gamma = float(gamma)
-        self.x = sys.x0.copy()
-        self.v = sys.v0.copy()
+        self.x = sys.z0.copy()   # the DOF array z: N vertex rows, then 4 rows per affine body
+        self.v = sys.vz0.copy()
         n = sys.n
         el = sys.elastic
         self.n_elements = el.n_elements()
@@ -58,7 +59,12 @@ class BlockDescentStepper:
         self.n_colors = len(self.col_start) - 1
         self.EL = element_tuple(el, n)
         self.presc = np.zeros(n, np.bool_)
-        self.presc[sys.bc_index] = True
+        self.presc[sys.bc_index[sys.bc_index < n]] = True
+        # affine bodies: one 12-DOF block each (affine_block.py); their slaved vertices are prescribed
+        # for the vertex sweep and left out of the colours
+        self.affine = AffineBlocks(sys)
+        self.presc |= self.affine.slaved
+        self.col_start, self.col_verts = drop_vertices(self.col_start, self.col_verts, self.affine.slaved)
         # colliders move as rigid groups (one group per collider body), pins one by one
         self.group = -np.ones(n, np.int32)
         gi = 0
@@ -122,17 +128,22 @@ class BlockDescentStepper:
         st = StepStats()
         h = self.h
         x_n = self.x.copy()
+        N = s.n
         dyn = s.dynamic & ~self.presc
         y = x_n.copy()
-        y[dyn] += h * self.v[dyn] + h * h * self.gravity
+        y[:N][dyn] += h * self.v[:N][dyn] + h * h * self.gravity
+        self.affine.inertia_target(x_n, self.v, h, self.gravity, y)
         target = y.copy()
         if len(s.bc_index):
             target[s.bc_index] = s.bc_target(frame_end)
+        qt = self.affine.query_targets(y, target)
         x = x_n.copy()
+        AB = self.affine.tuple(x, y, target)
+        xz, tz, x, y, target = x, target, x[:N], y[:N], target[:N]   # vertex rows: views into z
         ct = self.contact
         dhat = ct.dhat if ct is not None else 0.0
         kappa = ct.kappa if ct is not None else 0.0
-        FR = self._friction_tuple(x_n, EPS_V * h)
+        FR = self._friction_tuple(x_n[:N], EPS_V * h)
         x1 = x.copy()
         x2 = x.copy()
         out = np.zeros(6)
@@ -145,11 +156,11 @@ class BlockDescentStepper:
         first = True
         with threads_for(self.s.n, SWEEP_PARALLEL_MIN_VERTICES, SWEEP_BUSY_OTHERS):
             extra = PRESCRIBED_EXTRA * self.max_sweeps
-            while left > 0 or (extra > 0 and not self._arrived(x, target)):
+            while left > 0 or (extra > 0 and not self._arrived(xz, tz)):
                 if left <= 0:
                     left, extra = min(extra, self.max_sweeps), extra - min(extra, self.max_sweeps)
                 if ct is not None:
-                    det = detect(x, ct.mesh, self._query_radius(x, target), dhat, self.on_surface, self.gamma)
+                    det = detect(x, ct.mesh, self._query_radius(x, qt), dhat, self.on_surface, self.gamma)
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
                     CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
@@ -159,11 +170,12 @@ class BlockDescentStepper:
                     BD = (x.copy(), np.full(s.n, np.inf), np.zeros(s.n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
                 if first:
                     initial_guess(x, y, self.presc, BD, self.EL)
+                    affine_initial_guess(x, target, BD, AB)
                     first = False
                 run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
                            CT, FR,
                            self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
-                           k_cheb, omega, self.cut_limit, numba.get_num_threads() > 1, out)
+                           k_cheb, omega, self.cut_limit, numba.get_num_threads() > 1, out, AB)
                 done = int(out[0])
                 big = float(out[1])
                 k_cheb, omega = int(out[4]), float(out[5])
@@ -173,9 +185,9 @@ class BlockDescentStepper:
                     break
                 if ct is None and out[2] == 0:
                     break
-        st.converged = bool(out[3] > 0) or self._arrived(x, target)
-        self.v = (x - x_n) / h
-        self.x = x
+        st.converged = bool(out[3] > 0) or self._arrived(xz, tz)
+        self.v = (xz - x_n) / h
+        self.x = xz
         if ct is not None and stats:
             cands = ct.candidates(x)
             st.contacts = ct.count_active(x, cands)

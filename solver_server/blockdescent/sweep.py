@@ -18,6 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import affine_block as _affine
 from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex
 from .vertex_elastic import bending_vertex, membrane_vertex, shell_vertex_scratch, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
@@ -366,7 +367,8 @@ def _tet_volumes(x, tets, out):
 
 @njit(cache=True, fastmath=False)
 def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, BD, EL, CT, FR,
-               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, parallel, out):
+               col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, parallel, out,
+               AB):
     """Up to max_sweeps Gauss-Seidel sweeps over all colours, with Chebyshev acceleration
     (spectral-radius estimate rho; 0 switches it off). Stops early when the largest free-vertex
     step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
@@ -374,7 +376,9 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     once CUT_PATIENCE sweeps have passed since the detection (out[2] = vertices cut: the caller re-detects contact, which
     re-centres the balls).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
-    out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after)."""
+    out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after).
+    AB: the affine bodies (affine_block.AffineBlocks.tuple), each one 12-DOF block updated after the
+    vertex colours of every sweep; their vertices are prescribed here (presc) and left out of the colours."""
     n = x.shape[0]
     tets = EL[14]
     vol_before = np.empty(tets.shape[0])
@@ -385,6 +389,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     newp = np.empty((maxlen, 3))
     stat = np.empty((maxlen, 2))
     xbar = np.empty_like(x)
+    bstat = np.zeros(3)
     done = 0
     since_detect = 0
     big = 0.0
@@ -411,6 +416,9 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
                     cut += 1
                 if not presc[verts[j]] and stat[j, 0] > big:
                     big = stat[j, 0]
+        _affine.affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, bstat)
+        big = max(big, bstat[0])
+        cut += int(bstat[1])
         done += 1
         since_detect += 1
         k_cheb += 1
@@ -439,7 +447,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
                 if d > presc_tol * presc_tol:
                     reached = False
                     break
-        if big < tol and reached:
+        if big < tol and reached and bstat[2] > 0.0:
             conv = 1
             break
         if cut >= cut_limit or (cut > 0 and since_detect >= CUT_PATIENCE):

@@ -1,0 +1,517 @@
+"""Affine (stiff) bodies as 12-DOF blocks of the block-descent sweep.
+
+An affine body b owns four rows q = z[row0:row0 + 4] = (p, L A^T) of the DOF array (solver_server/abd/
+affine.py); its surface vertices are slaved: x_i = sum_r w_ir q_r with w_i = (1, X_i / L). After the
+vertex colours of every sweep, each body in turn (Gauss-Seidel, sequential) takes one Newton step on
+the block-descent objective restricted to its 12 DOFs (divided by h^2, the vertex sweep's convention):
+
+    E_b(q) = 1/2 (q - y_b)^T (Mbar / h^2) (q - y_b) + kappa_A V |A A^T - I|^2
+             + kappa sum_k m_k b(s_k)          (the IPC pairs touching its vertices, ipc/contact/barrier_pair)
+             + sum_k mu lambda_k f0(|u_k|)     (lagged friction pairs, ipc/contact/friction)
+
+y_b = q^n + h qdot^n + h^2 g on the translation row (gravity acts on p only: Mbar[0, r] = m delta_0r).
+Gradient and Hessian come from the shared kernels by the chain rule: a pair's gradient on slot i, g_i,
+adds w_i (x) g_i; its (PSD-projected) Hessian block H_ij between two of the body's slots adds
+(w_i w_j^T) (x) H_ij; the orthogonality term is abd/orthogonality.py's, mapped to the L A^T rows.
+
+The step is cut exactly like a vertex's (sweep._ray_fraction): a body step dq moves each of its
+vertices on the straight segment x_i + t W_i dq, so the largest admissible t is the minimum over the
+body's vertices of the t each admits in its own displacement-bound set (bounds.py). Every vertex of the
+body therefore stays in its set, which is all the no-intersection argument of bounds.py uses. The move
+is accepted if E_b did not increase, else backtracked along the (cut) segment, whose points are all
+admissible (each set is convex and holds the current point). A body takes up to INNER_NEWTON such
+steps per sweep (its 12 x 12 solve is cheap next to a colour sweep), stopping at the first cut step:
+a cut body counts its vertices as cut, so the sweep re-detects contact as it does for cut vertices.
+(Sliding the rest of a cut step along the blocking constraint, as vertices do, is available with
+SLIDE but off: on a 4-box stack it made the stack walk sideways by 5 mm/s at the default tolerance.)
+Keyframed bodies move towards their target rows by the largest common admissible fraction, as
+colliders do.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from solver_server.abd.orthogonality import orth_energy, orth_gradient, orth_hessian
+from solver_server.ipc.contact.barrier_pair import new_scratch, pair_energy, pair_terms
+from solver_server.ipc.contact.friction import f0, f1_over_y
+from . import sweep as _sweep
+
+BACKTRACK = 12        # halvings of a body step before it is dropped for this sweep
+TRUNC_SLACK = 1.0e-9  # a step cut below 1 - this counts as cut
+SLIDE = False         # after a cut, slide the rest of the step along the blocking constraint
+INNER_NEWTON = 4      # Newton iterations per body and sweep (fewer when the step is cut or converged)
+
+
+def affine_tuple(sys, N: int) -> tuple:
+    """Static per-body arrays for the kernels (the AB argument's tail): (L, kV, mbar, voff, nv, xhat,
+    xh_start, vbody, presc). vbody (N,) int32 is the body of each vertex (-1: not on an affine body)."""
+    ab = sys.affine
+    vbody = -np.ones(N, np.int32)
+    if ab is None or ab.n == 0:
+        z = np.zeros(0)
+        return (z, z, np.zeros((0, 4, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)),
+                np.zeros(1, np.int64), vbody, np.zeros(0, np.bool_))
+    nb = ab.n
+    presc = np.zeros(nb, np.bool_)
+    bc = np.asarray(sys.bc_index)
+    for b in range(nb):
+        presc[b] = bool(np.isin(int(ab.row0[b]), bc))
+        vbody[ab.vertex_offset[b]:ab.vertex_offset[b] + ab.n_vertices[b]] = b
+    xh_start = np.zeros(nb + 1, np.int64)
+    xh_start[1:] = np.cumsum(ab.n_vertices)
+    return (np.ascontiguousarray(ab.L, np.float64), np.ascontiguousarray(ab.kV, np.float64),
+            np.ascontiguousarray(ab.mbar, np.float64), np.ascontiguousarray(ab.vertex_offset, np.int64),
+            np.ascontiguousarray(ab.n_vertices, np.int64), np.ascontiguousarray(np.concatenate(ab.X_hat), np.float64),
+            xh_start, vbody, presc)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _vertex_pos(v, x, q, b, vbody, voff, xh, xh_start, out):
+    """Position (3,) of vertex v into out: from the body rows q (4, 3) if v is on body b, else x[v]."""
+    if vbody[v] == b:
+        i = xh_start[b] + v - voff[b]
+        for a in range(3):
+            out[a] = q[0, a] + xh[i, 0] * q[1, a] + xh[i, 1] * q[2, a] + xh[i, 2] * q[3, a]
+    else:
+        for a in range(3):
+            out[a] = x[v, a]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _weights(v, b, voff, xh, xh_start, w):
+    i = xh_start[b] + v - voff[b]
+    w[0] = 1.0
+    w[1] = xh[i, 0]
+    w[2] = xh[i, 1]
+    w[3] = xh[i, 2]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _first_slot(ids, k, slot, b, vbody):
+    """True if ``slot`` is the first slot of pair k on body b (each pair is visited once per body)."""
+    for i in range(slot):
+        if vbody[ids[k, i]] == b:
+            return False
+    return True
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _a_of(q, L, a):
+    for k in range(3):
+        for j in range(3):
+            a[3 * k + j] = q[1 + j, k] / L
+
+
+@njit(cache=True, fastmath=False)
+def body_energy(b, q, x, y, inv_h2, AB, CT, FR, X, pos, a):
+    """E_b(q) (J / s^2 ... the sweep's units: the step objective divided by h^2) of body b at rows q (4, 3)."""
+    L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
+    e = 0.0
+    for c in range(3):
+        for s in range(4):
+            for t in range(4):
+                e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
+    _a_of(q, L[b], a)
+    e += orth_energy(a, kV[b])
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
+    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    for v in range(voff[b], voff[b] + nv[b]):
+        for j in range(vp_s[v], vp_s[v + 1]):
+            k = vp_e[j]
+            if not _first_slot(pids, k, vp_k[j], b, vbody):
+                continue
+            for i in range(4):
+                _vertex_pos(pids[k, i], x, q, b, vbody, voff, xh, xh_start, pos)
+                for c in range(3):
+                    X[3 * i + c] = pos[c]
+            e += kappa * pair_energy(X, pee[k], poff[k], peps[k], dhat)
+        for j in range(vf_s[v], vf_s[v + 1]):
+            k = vf_e[j]
+            if not _first_slot(fids, k, vf_k[j], b, vbody):
+                continue
+            d0 = 0.0
+            d1 = 0.0
+            d2 = 0.0
+            for i in range(4):
+                u = fids[k, i]
+                _vertex_pos(u, x, q, b, vbody, voff, xh, xh_start, pos)
+                d0 += fcoef[k, i] * (pos[0] - x_fr[u, 0])
+                d1 += fcoef[k, i] * (pos[1] - x_fr[u, 1])
+                d2 += fcoef[k, i] * (pos[2] - x_fr[u, 2])
+            u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
+            u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
+            e += fml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps_f)
+    return e
+
+
+@njit(cache=True, fastmath=False)
+def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, g, H, SC, X, pos, a, wi, wj):
+    """Gradient g (12,) and PSD Hessian H (12, 12) of E_b at q; DOF (row r, coordinate c) is 3 r + c."""
+    L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
+    Lb = L[b]
+    for i in range(12):
+        g[i] = 0.0
+        for j in range(12):
+            H[i, j] = 0.0
+    for c in range(3):
+        for s in range(4):
+            acc = 0.0
+            for t in range(4):
+                acc += mbar[b, s, t] * (q[t, c] - y[t, c])
+                H[3 * s + c, 3 * t + c] += inv_h2 * mbar[b, s, t]
+            g[3 * s + c] += inv_h2 * acc
+    _a_of(q, Lb, a)
+    G = orth_gradient(a, kV[b])
+    Ho = orth_hessian(a, kV[b], True)
+    for k in range(3):
+        for j in range(3):
+            g[3 * (1 + j) + k] += G[3 * k + j] / Lb
+            for l in range(3):
+                for m in range(3):
+                    H[3 * (1 + j) + k, 3 * (1 + m) + l] += Ho[3 * k + j, 3 * l + m] / (Lb * Lb)
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
+    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    gp = SC[0]
+    Hp = SC[6]
+    slots = SC[12]
+    for v in range(voff[b], voff[b] + nv[b]):
+        for j in range(vp_s[v], vp_s[v + 1]):
+            k = vp_e[j]
+            if not _first_slot(pids, k, vp_k[j], b, vbody):
+                continue
+            for i in range(4):
+                for c in range(3):
+                    X[3 * i + c] = x[pids[k, i], c]
+            e, ns = pair_terms(X, pee[k], poff[k], peps[k], dhat, True, True, SC)
+            if ns == 0:
+                continue
+            for i in range(4):
+                u = pids[k, i]
+                if vbody[u] != b:
+                    continue
+                _weights(u, b, voff, xh, xh_start, wi)
+                for r in range(4):
+                    for c in range(3):
+                        g[3 * r + c] += kappa * wi[r] * gp[3 * i + c]
+            for si in range(ns):
+                ui = pids[k, slots[si]]
+                if vbody[ui] != b:
+                    continue
+                _weights(ui, b, voff, xh, xh_start, wi)
+                for sj in range(ns):
+                    uj = pids[k, slots[sj]]
+                    if vbody[uj] != b:
+                        continue
+                    _weights(uj, b, voff, xh, xh_start, wj)
+                    for r in range(4):
+                        for s in range(4):
+                            f = kappa * wi[r] * wj[s]
+                            for c in range(3):
+                                for d in range(3):
+                                    H[3 * r + c, 3 * s + d] += f * Hp[3 * si + c, 3 * sj + d]
+        for j in range(vf_s[v], vf_s[v + 1]):
+            k = vf_e[j]
+            if not _first_slot(fids, k, vf_k[j], b, vbody):
+                continue
+            d0 = 0.0
+            d1 = 0.0
+            d2 = 0.0
+            for r in range(4):
+                wj[r] = 0.0      # cw = sum over the body's slots of c_i w_i
+            for i in range(4):
+                u = fids[k, i]
+                ci = fcoef[k, i]
+                d0 += ci * (x[u, 0] - x_fr[u, 0])
+                d1 += ci * (x[u, 1] - x_fr[u, 1])
+                d2 += ci * (x[u, 2] - x_fr[u, 2])
+                if vbody[u] == b:
+                    _weights(u, b, voff, xh, xh_start, wi)
+                    for r in range(4):
+                        wj[r] += ci * wi[r]
+            u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
+            u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
+            yk = math.sqrt(u0 * u0 + u1 * u1)
+            f = fml[k] * f1_over_y(yk, eps_f)
+            for c in range(3):
+                pos[c] = fT[k, c, 0] * u0 + fT[k, c, 1] * u1
+            # exact Hessian in u (PSD: f1' >= 0 below eps, 0 above): ml (f1' uh uh^T + f1/y (I - uh uh^T))
+            h00 = f
+            h01 = 0.0
+            h11 = f
+            if yk > 0.0:
+                fp = fml[k] * (2.0 / eps_f - 2.0 * yk / (eps_f * eps_f) if yk < eps_f else 0.0)
+                e0_ = u0 / yk
+                e1_ = u1 / yk
+                h00 = fp * e0_ * e0_ + f * (1.0 - e0_ * e0_)
+                h01 = (fp - f) * e0_ * e1_
+                h11 = fp * e1_ * e1_ + f * (1.0 - e1_ * e1_)
+            for r in range(4):
+                for c in range(3):
+                    g[3 * r + c] += f * wj[r] * pos[c]
+                for s in range(4):
+                    for c in range(3):
+                        for d in range(3):
+                            tt = (fT[k, c, 0] * (h00 * fT[k, d, 0] + h01 * fT[k, d, 1])
+                                  + fT[k, c, 1] * (h01 * fT[k, d, 0] + h11 * fT[k, d, 1]))
+                            H[3 * r + c, 3 * s + d] += wj[r] * wj[s] * tt
+
+
+@njit(cache=True, fastmath=False)
+def _body_ray(b, x, q, dq, BD, AB, cur, dx, nb, nb_out):
+    """Largest t in [0, 1] such that every vertex of body b stays in its admissible set along
+    q + t dq (dq (4, 3)); the blocking vertex (or -1) is returned with its constraint normal in nb_out."""
+    voff, nv, xh, xh_start = AB[6], AB[7], AB[8], AB[9]
+    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
+    t = 1.0
+    blk = -1
+    for v in range(voff[b], voff[b] + nv[b]):
+        i = xh_start[b] + v - voff[b]
+        for a in range(3):
+            cur[a] = q[0, a] + xh[i, 0] * q[1, a] + xh[i, 1] * q[2, a] + xh[i, 2] * q[3, a]
+            dx[a] = dq[0, a] + xh[i, 0] * dq[1, a] + xh[i, 1] * dq[2, a] + xh[i, 2] * dq[3, a]
+        tv = _sweep._ray_fraction(v, cur, dx, BDn)
+        if tv < t:
+            t = tv
+            blk = v
+            for a in range(3):
+                nb_out[a] = nb[a]
+    return t, blk
+
+
+@njit(cache=True, fastmath=False)
+def _write_body(b, q, zb, x, target, AB):
+    """Store rows q of body b and its slaved vertices (x and, so the sweep's arrival test ignores them,
+    target)."""
+    voff, nv, xh, xh_start = AB[6], AB[7], AB[8], AB[9]
+    for r in range(4):
+        for a in range(3):
+            zb[4 * b + r, a] = q[r, a]
+    for v in range(voff[b], voff[b] + nv[b]):
+        i = xh_start[b] + v - voff[b]
+        for a in range(3):
+            x[v, a] = q[0, a] + xh[i, 0] * q[1, a] + xh[i, 1] * q[2, a] + xh[i, 2] * q[3, a]
+            target[v, a] = x[v, a]
+
+
+@njit(cache=True, fastmath=False)
+def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out):
+    """One Gauss-Seidel pass over the affine bodies (after the vertex colours). AB = (zb, yb, tb,
+    *affine_tuple): body rows (4 nb, 3) updated in place, their inertia targets and keyframe targets.
+    out = (largest residual length (m), vertices of cut bodies, 1 if every keyframed body is at its
+    target). The residual length is the largest vertex move of the step on inertia alone,
+    h^2 W_i Mbar^-1 g (the body version of the vertex sweep's |g| h^2 / m)."""
+    zb, yb, tb = AB[0], AB[1], AB[2]
+    mbar, voff, nv, xh, xh_start, bpresc = AB[5], AB[6], AB[7], AB[8], AB[9], AB[11]
+    nbod = voff.shape[0]
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 1.0
+    if nbod == 0:
+        return
+    q = np.empty((4, 3))
+    dq = np.empty((4, 3))
+    q1 = np.empty((4, 3))
+    rest = np.empty((4, 3))
+    g = np.empty(12)
+    H = np.empty((12, 12))
+    SC = new_scratch()
+    X = np.empty(12)
+    pos = np.empty(3)
+    a = np.empty(9)
+    wi = np.empty(4)
+    wj = np.empty(4)
+    cur = np.empty(3)
+    dx = np.empty(3)
+    nbv = np.empty(3)
+    nrm = np.empty(3)
+    for b in range(nbod):
+        for r in range(4):
+            for c in range(3):
+                q[r, c] = zb[4 * b + r, c]
+        y = yb[4 * b:4 * b + 4]
+        for v in range(voff[b], voff[b] + nv[b]):   # the sweep's arrival test reads target = x here
+            for c in range(3):
+                target[v, c] = x[v, c]
+        if bpresc[b]:
+            far = 0.0
+            for r in range(4):
+                for c in range(3):
+                    dq[r, c] = tb[4 * b + r, c] - q[r, c]
+                    far = max(far, abs(dq[r, c]))
+            if far == 0.0:
+                continue
+            t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
+            for r in range(4):
+                for c in range(3):
+                    q[r, c] += (1.0 if t >= 1.0 else t) * dq[r, c]
+            if t < 1.0:
+                out[1] += nv[b]
+                if far * (1.0 - t) > presc_tol:
+                    out[2] = 0.0
+            _write_body(b, q, zb, x, target, AB)
+            continue
+        res = 0.0
+        for it in range(INNER_NEWTON):
+            r_it, cut = _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g, H, SC, X, pos, a,
+                                        wi, wj, cur, dx, nbv, nrm)
+            if it == 0:
+                res = r_it
+            if cut:
+                out[1] += nv[b]
+            if cut or r_it < presc_tol:
+                break
+            for r in range(4):
+                for c in range(3):
+                    q[r, c] = zb[4 * b + r, c]
+        out[0] = max(out[0], res)
+
+
+@njit(cache=True, fastmath=False)
+def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g, H, SC, X, pos, a, wi, wj,
+                    cur, dx, nbv, nrm):
+    """One bounded Newton step of free body b from rows q (written to zb and x when it lowers E_b).
+    Returns (residual length before the step (m), whether the bounds cut it)."""
+    zb, mbar, voff, nv, xh, xh_start = AB[0], AB[5], AB[6], AB[7], AB[8], AB[9]
+    body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, g, H, SC, X, pos, a, wi, wj)
+    # residual length: h^2 Mbar^-1 g mapped to the vertices (Mbar is block diagonal: m, S / L^2)
+    Minv = np.linalg.inv(mbar[b])
+    for r in range(4):
+        for c in range(3):
+            acc = 0.0
+            for s in range(4):
+                acc += Minv[r, s] * g[3 * s + c]
+            rest[r, c] = acc / inv_h2
+    res = 0.0
+    for v in range(voff[b], voff[b] + nv[b]):
+        i = xh_start[b] + v - voff[b]
+        m2 = 0.0
+        for c in range(3):
+            d = rest[0, c] + xh[i, 0] * rest[1, c] + xh[i, 1] * rest[2, c] + xh[i, 2] * rest[3, c]
+            m2 += d * d
+        res = max(res, m2)
+    res = math.sqrt(res)
+    for i in range(12):
+        if not math.isfinite(g[i]):
+            return res, False
+    step = np.linalg.solve(H, g)
+    for r in range(4):
+        for c in range(3):
+            dq[r, c] = -step[3 * r + c]
+    e0 = body_energy(b, q, x, y, inv_h2, AB, CT, FR, X, pos, a)
+    t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
+    t = max(t, 0.0)
+    for r in range(4):
+        for c in range(3):
+            q1[r, c] = q[r, c] + t * dq[r, c]
+    cut = t < 1.0 - TRUNC_SLACK
+    if SLIDE and cut and blk >= 0 and (nrm[0] != 0.0 or nrm[1] != 0.0 or nrm[2] != 0.0):
+        # slide: remove the remaining step's component into the blocking constraint, whose normal
+        # in q space is W_blk^T u
+        _weights(blk, b, voff, xh, xh_start, wi)
+        into = 0.0
+        nn = 0.0
+        for r in range(4):
+            for c in range(3):
+                into += (1.0 - t) * dq[r, c] * wi[r] * nrm[c]
+                nn += wi[r] * wi[r] * nrm[c] * nrm[c]
+        for r in range(4):
+            for c in range(3):
+                rest[r, c] = (1.0 - t) * dq[r, c] - (max(into, 0.0) / nn) * wi[r] * nrm[c]
+        t2, blk2 = _body_ray(b, x, q1, rest, BD, AB, cur, dx, nbv, nrm)
+        t2 = max(t2, 0.0)
+        for r in range(4):
+            for c in range(3):
+                dq[r, c] = q1[r, c] + t2 * rest[r, c]   # the slid end point
+        if body_energy(b, dq, x, y, inv_h2, AB, CT, FR, X, pos, a) <= e0:
+            _write_body(b, dq, zb, x, target, AB)
+            return res, True
+    for r in range(4):
+        for c in range(3):
+            dq[r, c] = q1[r, c] - q[r, c]
+    # backtrack on the admissible segment q -> q1
+    s = 1.0
+    for it in range(BACKTRACK):
+        for r in range(4):
+            for c in range(3):
+                q1[r, c] = q[r, c] + s * dq[r, c]
+        if body_energy(b, q1, x, y, inv_h2, AB, CT, FR, X, pos, a) <= e0:
+            _write_body(b, q1, zb, x, target, AB)
+            return res, cut
+        s *= 0.5
+    return res, cut
+
+
+@njit(cache=True, fastmath=False)
+def affine_initial_guess(x, target, BD, AB):
+    """Move each free body from its rows towards its inertia target y_b as far as every vertex's
+    admissible set allows (the body version of sweep.initial_guess)."""
+    zb, yb = AB[0], AB[1]
+    voff, bpresc = AB[6], AB[11]
+    q = np.empty((4, 3))
+    dq = np.empty((4, 3))
+    cur = np.empty(3)
+    dx = np.empty(3)
+    nbv = np.empty(3)
+    nrm = np.empty(3)
+    for b in range(voff.shape[0]):
+        if bpresc[b]:
+            continue
+        for r in range(4):
+            for c in range(3):
+                q[r, c] = zb[4 * b + r, c]
+                dq[r, c] = yb[4 * b + r, c] - q[r, c]
+        t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
+        t = min(max(t, 0.0), 1.0)
+        for r in range(4):
+            for c in range(3):
+                q[r, c] += t * dq[r, c]
+        _write_body(b, q, zb, x, target, AB)
+
+
+class AffineBlocks:
+    """The stepper's view of the affine bodies: N vertex rows followed by 4 rows per body in z."""
+
+    def __init__(self, sys):
+        self.N = sys.n
+        self.D = sys.dof_map
+        self.static = affine_tuple(sys, self.N)
+        self.slaved = self.D.is_slaved[:self.N].copy()
+        self.n_bodies = int(self.static[3].shape[0])
+
+    def inertia_target(self, x_n: np.ndarray, v: np.ndarray, h: float, gravity: np.ndarray, y: np.ndarray) -> None:
+        """Body rows of y (in place): q^n + h qdot^n, plus h^2 g on each body's translation row;
+        slaved vertex rows of y set to W y (the query radius reads the predicted vertex moves)."""
+        N = self.N
+        y[N:] = x_n[N:] + h * v[N:]
+        y[N::4] += h * h * gravity
+        self.D.sync(y)
+
+    def tuple(self, z: np.ndarray, y: np.ndarray, target: np.ndarray) -> tuple:
+        N = self.N
+        return (z[N:], y[N:], target[N:], *self.static)
+
+    def query_targets(self, y: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """(N, 3) predicted vertex positions for the broad phase's query radius: target, with each
+        affine body's vertices at their inertia target W y (the sweep keeps their target rows equal
+        to x, see _write_body)."""
+        N = self.N
+        if not self.slaved.any():
+            return target[:N]
+        return np.where(self.slaved[:, None], y[:N], target[:N])
+
+
+def drop_vertices(col_start: np.ndarray, col_verts: np.ndarray, drop: np.ndarray) -> tuple:
+    """The colouring CSR (start, vertices) without the vertices where drop (N,) is True (empty
+    colours removed)."""
+    if not drop.any():
+        return col_start, col_verts
+    cols = [col_verts[col_start[c]:col_start[c + 1]] for c in range(len(col_start) - 1)]
+    cols = [c[~drop[c]] for c in cols]
+    cols = [c for c in cols if len(c)]
+    start = np.zeros(len(cols) + 1, np.int64)
+    start[1:] = np.cumsum([len(c) for c in cols])
+    verts = np.concatenate(cols).astype(np.int32) if cols else np.zeros(0, np.int32)
+    return start, verts

@@ -1,0 +1,158 @@
+"""Affine (stiff) bodies in the Fast solver: each body is one 12-DOF block of the block-descent sweep
+(solver_server/blockdescent/affine_block.py). Every frame of every scene is checked by abd_scenes.Run:
+zero edge-triangle intersections (the exact test) and |A A^T - I|_F < RIGIDITY_TOL for every body."""
+import numpy as np
+import pytest
+
+from protocol.scene import Body, Material
+from solver_server.scene.primitives import box, grid_sheet
+from tests.abd.abd_scenes import Run, ground, scene, stiff_box
+
+THETA = np.radians(20.0)
+R_INCLINE = np.array([[np.cos(THETA), 0, -np.sin(THETA)], [0, 1, 0], [np.sin(THETA), 0, np.cos(THETA)]])
+
+
+def fast(*bodies, **settings):
+    return scene(*bodies, solver_quality="fast", **settings)
+
+
+def _skew(w):
+    return np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]])
+
+
+def test_fast_solver_uses_affine_blocks():
+    """Stiff is an affine body in Fast too: 4 extra rows of z per body, no tetrahedra."""
+    run = Run(fast(stiff_box("b", (0.1, 0.1, 0.1), (0.0, 0.0, 0.0505)), ground(), frame_end=2))
+    assert type(run.b.stepper).__name__ == "BlockDescentStepper"
+    assert run.ab is not None and run.ab.n == 1
+    assert run.z.shape[0] == run.s.n + 4 and len(run.s.elastic.tets) == 0
+
+
+def test_free_body_thrown_with_spin():
+    """Linear momentum follows m (v0 + g t) (implicit Euler is exact for a constant force, the
+    orthogonality energy exerts no net force); angular momentum about the centre decays by implicit
+    Euler's known loss for a spin w about a principal axis, |L_n| / |L_0| ~= (1 + 2 n (w h)^2)^(-1/2)
+    (see tests/abd/test_abd_scenes.py): the block descent converges to the same step as Newton."""
+    v0 = np.array([1.0, 0.5, 3.0])
+    w = np.array([0.0, 0.0, 2.0])
+    b = stiff_box("thrown", (0.1, 0.2, 0.3), (0.0, 0.0, 1.0), velocity=v0)
+    run = Run(fast(b, frame_end=25, newton_tol=1e-5))
+    ab, st = run.ab, run.b.stepper
+    r = int(ab.row0[0])
+    st.v[r + 1:r + 4] = (_skew(w) @ (ab.L[0] * np.eye(3))).T
+    run.s.dof_map.sync(st.v)
+    m = ab.props[0].mass
+
+    def l_centre():
+        return ab.angular_momentum(st.x, st.v, 0) - m * np.cross(st.x[r], st.v[r])
+
+    L0 = l_centre()
+    run.advance(24)
+    P = ab.linear_momentum(st.v, 0)
+    P_exact = m * (v0 + np.array([0.0, 0.0, -9.81]))
+    assert np.abs(P - P_exact).max() < 1e-6 * np.abs(P_exact).max()
+    L = l_centre()
+    h, n = 1.0 / (24 * 4), 24 * 4     # Fast: 4 block-descent steps per solver step
+    predicted = 1.0 / np.sqrt(1.0 + 2.0 * n * (np.linalg.norm(w) * h) ** 2)
+    ratio = np.linalg.norm(L) / np.linalg.norm(L0)
+    assert abs(ratio - predicted) < 0.01 * predicted
+    assert np.linalg.norm(np.cross(L / np.linalg.norm(L), L0 / np.linalg.norm(L0))) < 1e-6
+
+
+def _incline(mu, frames, size=2.0):
+    b = stiff_box("box", (0.1, 0.1, 0.1), R_INCLINE @ np.array([0.0, 0.0, 0.0505]), friction=mu, rot=R_INCLINE)
+    run = Run(fast(b, ground(size, friction=mu, rot=R_INCLINE), frame_end=frames + 1))
+    run.advance(frames)
+    p = run.p(0)
+    return np.linalg.norm(p - p[0], axis=1), run
+
+
+def test_box_on_incline_sticks_for_mu_above_tan_theta():
+    """mu = 1.1 tan(20 deg): the box stays within 1 mm over 2 s."""
+    d, run = _incline(1.1 * np.tan(THETA), 48)
+    assert d[-1] < 1e-3
+    assert np.abs(np.diff(d[-5:])).max() * 24.0 < 1e-3
+
+
+def test_box_on_incline_slides_at_coulomb_acceleration():
+    """mu = 0.5 tan(20 deg): distance along the slope fits 1/2 a t^2, a = g (sin - mu cos), within 2%."""
+    mu = 0.5 * np.tan(THETA)
+    d, run = _incline(mu, 24, size=4.0)
+    t = np.arange(25) / 24.0
+    a_fit = 2.0 * np.polyfit(t[6:], d[6:], 2)[0]
+    a = 9.81 * (np.sin(THETA) - mu * np.cos(THETA))
+    assert abs(a_fit - a) < 0.02 * a
+
+
+@pytest.mark.slow
+def test_small_stack_stays_stacked():
+    """Four 10 cm boxes (staggered by 3 mm) on the ground: after settling (1 s) no box moves more than
+    1 mm over the next second, and they are still on top of each other. At newton_tol 1e-3 m/s (measured
+    0.6 mm, 87 s); at the default 1e-2 m/s the unconverged residual of each step (up to 1e-2 m/s of
+    velocity error) lets the stack walk ~1.5 mm/s sideways (block Gauss-Seidel on a stack is slow to
+    converge: each sweep passes the load one body down)."""
+    n, frames = 4, 48
+    bs = [stiff_box(f"b{i}", (0.1, 0.1, 0.1), (0.003 * (i % 2), 0.0, 0.0505 + 0.1015 * i)) for i in range(n)]
+    run = Run(fast(*bs, ground(), frame_end=frames + 1, newton_tol=1e-3))
+    run.advance(frames)
+    ps = np.array([run.p(i) for i in range(n)])
+    drift = np.linalg.norm(ps[:, -1] - ps[:, 24], axis=1)
+    assert drift.max() < 1e-3
+    assert (np.diff(ps[:, -1, 2]) > 0.099).all()
+
+
+def test_heavy_block_on_cloth_1_to_1000():
+    """A 72 kg stiff block set down on a 72 g cloth lying on the ground (mass ratio 1000): intersection
+    free and rigid every frame, the cloth stays between block and ground and the block comes to rest."""
+    Vc, Tc, Ec = grid_sheet((0.6, 0.6), (8, 8), center=(0.0, 0.0, 0.0015))
+    cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
+                                                                bending_stiffness=1e-6, friction=0.3))
+    heavy = stiff_box("heavy", (0.2, 0.2, 0.2), (0.0, 0.0, 0.104), density=9000.0)
+    run = Run(fast(cloth, heavy, ground(), frame_end=25))
+    run.advance(24)
+    x = run.x
+    n = len(Vc)
+    block_bottom = x[n:n + 8, 2].min()
+    under = np.abs(x[:n, :2]).max(axis=1) < 0.09
+    assert x[:n, 2].min() > 0.0
+    assert (x[:n][under, 2] < block_bottom).all()
+    assert np.abs(np.diff(run.p(0)[-4:, 2])).max() < 1e-4
+
+
+@pytest.mark.slow
+def test_stiff_box_falls_onto_cloth_over_soft_cube():
+    """Coupled: a stiff box falls onto a cloth draped over a soft FEM cube; zero intersections and a
+    rigid box every frame, and the box ends above the cube (resting on it through the cloth)."""
+    Vs, Ts = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 0.101), divisions=2)
+    soft = Body("soft", "solid", Vs, Ts, material=Material(density=500.0, youngs_modulus=5e4, friction=0.3))
+    Vc, Tc, Ec = grid_sheet((0.5, 0.5), (8, 8), center=(0.0, 0.0, 0.21))
+    cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
+                                                                bending_stiffness=1e-6, friction=0.3))
+    stiff = stiff_box("crate", (0.12, 0.12, 0.12), (0.0, 0.0, 0.3), density=800.0)
+    run = Run(fast(soft, cloth, stiff, ground(), frame_end=13))
+    run.advance(12)
+    x = run.x
+    top_soft = x[:len(Vs), 2].max()
+    blk = run.s.blocks[2]
+    crate_bottom = x[blk.offset:blk.offset + 8, 2].min()
+    assert crate_bottom > top_soft
+    assert run.p(0)[-1, 2] < 0.3 - 0.03          # it fell onto the cloth-covered cube
+
+
+def test_keyframed_stiff_body_pushes_a_free_one():
+    """A keyframed stiff body follows its animation (its rows are prescribed) and pushes a free box."""
+    frames = 24
+    Vk, Tk = box((0.1, 0.1, 0.1), center=(0.0, 0.0, 0.0), divisions=1)
+    anim = []
+    for t in np.linspace(0.0, 1.0, frames + 1):
+        a = 0.5 * t
+        Rz = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+        anim.append(Vk @ Rz.T + [-0.2 + 0.3 * t, 0.0, 0.0505])
+    anim = np.array(anim, np.float32)
+    pusher = Body("pusher", "stiff", anim[0].astype(np.float64), Tk, material=Material(density=1000.0),
+                  animation=anim)
+    free = stiff_box("free", (0.1, 0.1, 0.1), (0.0, 0.0, 0.0505), friction=0.3)
+    run = Run(fast(pusher, free, ground(), frame_end=frames + 1))
+    run.advance(frames)
+    assert np.abs(run.x[:8] - anim[frames]).max() < 1e-5
+    assert run.p(1)[-1, 0] > 0.01
