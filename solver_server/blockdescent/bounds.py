@@ -138,17 +138,72 @@ def _constraints(x, ids, is_ee, s, gamma, r_query, radius, kmax):
     return start, u, b
 
 
+@njit(cache=True, fastmath=False)
+def max_move(x, ref, on_surface):
+    """Largest |x_i - ref_i| (m) over surface vertices."""
+    m = 0.0
+    for i in range(x.shape[0]):
+        if on_surface[i]:
+            d = (x[i, 0] - ref[i, 0]) ** 2 + (x[i, 1] - ref[i, 1]) ** 2 + (x[i, 2] - ref[i, 2]) ** 2
+            if d > m:
+                m = d
+    return math.sqrt(m)
+
+
+class PairCache:
+    """A Verlet list of candidate pairs: one broad phase serves every detection while it is valid.
+
+    The broad phase at x_ref with query distance r_built returns every pair with s(x_ref) < r_built
+    (a superset). Every vertex of a pair has moved at most D = max |x_i - x_ref_i| since, so the
+    distance between the pair's convex hulls changed by at most 2 D: at x, every pair with
+    s(x) < r is in that list whenever r + 2 D <= r_built. A detection at x with query distance r
+    then only recomputes the exact distances of the listed pairs. The list is rebuilt with
+    r_built = r + 2 margin (margin = MARGIN_FRACTION r, at least the move still expected, capped
+    at MARGIN_EDGES edge lengths) when that test fails."""
+
+    def __init__(self, mesh, on_surface: np.ndarray, edge_scale: float):
+        self.mesh = mesh
+        self.on_surface = on_surface
+        self.edge_scale = float(edge_scale)
+        self.x_ref = None
+        self.r_built = 0.0
+        self.ps = None
+        self.builds = 0
+        self.reuses = 0
+
+    def pairs(self, x: np.ndarray, r: float, expected_move: float = 0.0):
+        """The PairSet of a valid list for query distance r (m) at x; rebuilt if needed.
+        ``expected_move`` (m): how far vertices may still go before the next rebuild would be due."""
+        if self.x_ref is not None and self.x_ref.shape == x.shape:
+            if r + 2.0 * max_move(x, self.x_ref, self.on_surface) <= self.r_built:
+                self.reuses += 1
+                return self.ps
+        margin = min(max(MARGIN_FRACTION * r, float(expected_move)), MARGIN_EDGES * self.edge_scale)
+        self.r_built = float(r) + 2.0 * max(margin, 0.0)
+        self.x_ref = x.copy()
+        self.ps = pair_set(find_candidates(x, self.mesh, self.r_built), self.mesh, x)
+        self.builds += 1
+        return self.ps
+
+
+MARGIN_FRACTION = 0.5  # a rebuilt list covers moves of half the query distance ...
+MARGIN_EDGES = 0.5     # ... or of the move still expected in the step, up to half an edge length
+
+
 def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndarray,
-           gamma: float = GAMMA) -> Detection:
+           gamma: float = GAMMA, cache: PairCache = None, expected_move: float = 0.0) -> Detection:
     """Candidates within r_query (m) at x, the per-vertex admissible sets and the barrier pair list.
+    With a PairCache the candidates come from its Verlet list (the same pairs within r_query).
 
     Raises RuntimeError if some pair already has s <= 0: the invariant was broken upstream."""
     if not 0.0 < gamma < 0.5:
         raise ValueError("gamma must be in (0, 1/2)")
     r_query = max(float(r_query), dhat / (1.0 - 2.0 * gamma))
     x = np.ascontiguousarray(x, np.float64)
-    cands = find_candidates(x, mesh, r_query)
-    ps = pair_set(cands, mesh, x)
+    if cache is None:
+        ps = pair_set(find_candidates(x, mesh, r_query), mesh, x)
+    else:
+        ps = cache.pairs(x, r_query, expected_move)
     n = x.shape[0]
     radius = np.where(on_surface, gamma * r_query, np.inf)
     if len(ps):

@@ -21,7 +21,7 @@ from solver_server.ipc.contact_bridge import EPS_V
 from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
-from .bounds import GAMMA, detect
+from .bounds import GAMMA, PairCache, detect
 from .incidence import color_arrays, element_tuple, incidence
 from .sweep import initial_guess, run_sweeps
 
@@ -80,6 +80,8 @@ class BlockDescentStepper:
             self.on_surface[m.edges.ravel()] = True
             e = sys.x0[m.edges[:, 1]] - sys.x0[m.edges[:, 0]]
             self.edge_scale = float(np.median(np.linalg.norm(e, axis=1))) if len(e) else 1.0
+        # one broad phase serves the detections (and the friction setup) while vertices stay within its margin
+        self.pairs = PairCache(contact.mesh, self.on_surface, self.edge_scale) if contact is not None else None
         self.detections = 0
         self.cut_limit = max(8, int(CUT_FRACTION * n))
 
@@ -95,7 +97,7 @@ class BlockDescentStepper:
         ct = self.contact
         fs = None
         if ct is not None:
-            ct.friction_setup(x_n, ct.candidates(x_n))
+            ct.friction_setup_pairs(x_n, self.pairs.pairs(x_n, ct.dhat))
             fs = ct.fs
         if fs is None or len(fs) == 0:
             return (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0),
@@ -110,6 +112,11 @@ class BlockDescentStepper:
         candidate count grows with the square of r / edge length)."""
         d = np.sqrt(((target - x) ** 2).sum(1)).max() if len(x) else 0.0
         return float(min(d / self.gamma, QUERY_EDGE_FRACTION * self.edge_scale))
+
+    def _remaining_move(self, x: np.ndarray, target: np.ndarray) -> float:
+        """Largest distance (m) from a vertex to its inertia or keyframe target: how far the step may
+        still move things (sizes the Verlet list's margin)."""
+        return float(np.sqrt(((target - x) ** 2).sum(1)).max()) if len(x) else 0.0
 
     def _arrived(self, x: np.ndarray, target: np.ndarray) -> bool:
         """Every prescribed vertex (collider, pin) is at its target."""
@@ -160,7 +167,8 @@ class BlockDescentStepper:
                 if left <= 0:
                     left, extra = min(extra, self.max_sweeps), extra - min(extra, self.max_sweeps)
                 if ct is not None:
-                    det = detect(x, ct.mesh, self._query_radius(x, qt), dhat, self.on_surface, self.gamma)
+                    det = detect(x, ct.mesh, self._query_radius(x, qt), dhat, self.on_surface, self.gamma,
+                                 self.pairs, self._remaining_move(x, qt))
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
                     CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
@@ -189,9 +197,8 @@ class BlockDescentStepper:
         self.v = (xz - x_n) / h
         self.x = xz
         if ct is not None and stats:
-            cands = ct.candidates(x)
-            st.contacts = ct.count_active(x, cands)
-            st.min_distance = ct.min_distance(x, cands)
+            ps = self.pairs.pairs(x, dhat)
+            st.contacts, st.min_distance = ct.pair_stats(x, ps)
         st.seconds = time.perf_counter() - t0
         self.last_step_size = big
         return st

@@ -66,6 +66,22 @@ class ContactTerms:
         else:
             self.fs = None
 
+    def friction_setup_pairs(self, x: np.ndarray, ps) -> None:
+        """friction_setup from a flattened PairSet holding every pair with s < dhat at x."""
+        self.x_prev = x.copy()
+        self.fs = None
+        if np.any(self.mesh.body_friction > 0):
+            fs = self.C.friction.friction_setup_pairs(x, ps, self.mesh, self.dhat, self.kappa)
+            self.fs = fs if len(fs) else None
+
+    def pair_stats(self, x: np.ndarray, ps) -> tuple:
+        """(active pairs (s < dhat), smallest contact distance (m), inf if none) over a PairSet
+        holding every pair with s < dhat at x."""
+        if len(ps) == 0:
+            return 0, float("inf")
+        s = self.C.pairs.contact_distances(np.ascontiguousarray(x, np.float64), ps.ids, ps.is_ee, ps.off)
+        return int(np.count_nonzero(s < self.dhat)), float(s.min())
+
     def friction_energy(self, x: np.ndarray, h: float) -> float:
         if self.fs is None:
             return 0.0

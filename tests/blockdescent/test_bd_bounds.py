@@ -619,3 +619,44 @@ def test_detect_refuses_an_already_intersecting_configuration():
     x[3, 2] = 0.0                                    # the tip touches the big triangle: s = 0
     with pytest.raises(RuntimeError):
         detect(x, mesh, 0.0, DHAT, np.ones(6, bool))
+
+
+@pytest.mark.parametrize("name", ["two_cloth_patches", "point_near_triangle", "crossing_edges", "rod_end_over_rod"])
+def test_verlet_list_gives_the_same_detection(name):
+    """bounds.PairCache (one broad phase serving several detections while every vertex stays within
+    its margin): a sequence of detections at drifting configurations, some within the margin (the
+    list is reused) and some beyond it (rebuilt), returns exactly the brute-force radii, half-spaces
+    and barrier list every time, as a fresh broad phase does."""
+    from solver_server.blockdescent.bounds import PairCache
+    V, mesh, noise, allp = _all_pairs(name)
+    rng = np.random.default_rng(11)
+    on_surface = np.ones(mesh.n_verts, bool)
+    all_keys = allp.keys()
+    edge = float(np.median(np.linalg.norm(V[mesh.edges[:, 1]] - V[mesh.edges[:, 0]], axis=1)))
+    cache = PairCache(mesh, on_surface, edge)
+    n_want = 0
+    for x0, s0, r_query in _detection_points(V, allp, noise, rng, 3):
+        x = x0
+        for step in range(6):
+            if step:
+                # drift: every vertex by the same random-direction distance, from a tenth of the query
+                # distance (stays valid) up to twice it (forces a rebuild)
+                r = max(r_query, R_MIN)
+                size = r * [0.05, 0.1, 0.2, 0.6, 2.0][step - 1]
+                d = rng.standard_normal(x.shape)
+                x_try = x + size * d / np.linalg.norm(d, axis=1, keepdims=True)
+                if allp.s(x_try).min() <= 0:
+                    continue
+                x = x_try
+            s = allp.s(x)
+            det = detect(x, mesh, r_query, DHAT, on_surface, cache=cache)
+            r = max(r_query, R_MIN)
+            radius, cons, _ = expected_sets(x, allp, s, r)
+            np.testing.assert_allclose(det.radius, radius, rtol=1e-12, atol=0)
+            np.testing.assert_array_equal(np.diff(det.cs_start), [len(c) for c in cons])
+            missing, _, extra = _constraint_mismatches(det, cons, r)
+            assert not missing and not extra, f"step {step}: {len(missing)} missing, {extra} extra half-spaces"
+            assert set(allp.keys(det.ids, det.is_ee)) == {all_keys[k] for k in np.nonzero(s < R_MIN)[0]}
+            n_want += sum(len(c) for c in cons)
+    assert n_want > 0
+    assert cache.reuses > 0 and cache.builds > 1, (cache.reuses, cache.builds)

@@ -97,7 +97,12 @@ def friction_setup(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: 
 
 def _friction_setup(x, cands, mesh, dhat, kappa):
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
-    ps = pair_set(cands, mesh, x)
+    return friction_setup_pairs(x, pair_set(cands, mesh, x), mesh, dhat, kappa)
+
+
+def friction_setup_pairs(x: np.ndarray, ps, mesh: CollisionMesh, dhat: float, kappa: float) -> FrictionSet:
+    """friction_setup on an already flattened PairSet (any superset of the pairs with s < dhat at x,
+    e.g. a Verlet list of the block-descent solver)."""
     if len(ps) == 0:
         return FrictionSet(np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0))
     s = contact_distances(x, ps.ids, ps.is_ee, ps.off)
