@@ -113,11 +113,6 @@ class BlockDescentStepper:
         d = np.sqrt(((target - x) ** 2).sum(1)).max() if len(x) else 0.0
         return float(min(d / self.gamma, QUERY_EDGE_FRACTION * self.edge_scale))
 
-    def _remaining_move(self, x: np.ndarray, target: np.ndarray) -> float:
-        """Largest distance (m) from a vertex to its inertia or keyframe target: how far the step may
-        still move things (sizes the Verlet list's margin)."""
-        return float(np.sqrt(((target - x) ** 2).sum(1)).max()) if len(x) else 0.0
-
     def _arrived(self, x: np.ndarray, target: np.ndarray) -> bool:
         """Every prescribed vertex (collider, pin) is at its target."""
         i = self.s.bc_index
@@ -168,7 +163,7 @@ class BlockDescentStepper:
                     left, extra = min(extra, self.max_sweeps), extra - min(extra, self.max_sweeps)
                 if ct is not None:
                     det = detect(x, ct.mesh, self._query_radius(x, qt), dhat, self.on_surface, self.gamma,
-                                 self.pairs, self._remaining_move(x, qt))
+                                 self.pairs)
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
                     CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
