@@ -283,16 +283,22 @@ def _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, E
 def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat, parallel):
     """Update one colour (Jacobi inside it): new positions first, then written back. ``parallel``
     False skips numba's parallel launch, which costs more than it saves on small colours or a
-    busy machine (contact/threads.py)."""
+    busy machine (contact/threads.py). Returns the largest squared move (m^2) of a free vertex."""
     nv = verts.shape[0]
     if parallel:
         _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat)
     else:
         _sweep_range(0, nv, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp, stat)
+    move2 = 0.0
     for j in range(nv):
         v = verts[j]
+        if not presc[v]:
+            d2 = (newp[j, 0] - x[v, 0]) ** 2 + (newp[j, 1] - x[v, 1]) ** 2 + (newp[j, 2] - x[v, 2]) ** 2
+            if d2 > move2:
+                move2 = d2
         for a in range(3):
             x[v, a] = newp[j, a]
+    return move2
 
 
 @njit(cache=True, fastmath=False)
@@ -372,7 +378,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     """Up to max_sweeps Gauss-Seidel sweeps over all colours, with Chebyshev acceleration
     (spectral-radius estimate rho; 0 switches it off). Stops early when the largest free-vertex
     step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
-    (out[3] = 1), or when balls cut the steps of cut_limit vertices in one sweep, or of any vertex
+    (out[3] = 1; also when a sweep moved every free vertex by less than tol and cut none), or when balls cut the steps of cut_limit vertices in one sweep, or of any vertex
     once CUT_PATIENCE sweeps have passed since the detection (out[2] = vertices cut: the caller re-detects contact, which
     re-centres the balls).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
@@ -406,11 +412,12 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
                 x_prev1[v, a] = x[v, a]
         big = 0.0
         cut = 0
+        move2 = 0.0
         for c in range(ncol):
             verts = col_verts[col_start[c]:col_start[c + 1]]
             nv = verts.shape[0]
-            _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR, newp[:nv], stat[:nv],
-                         parallel and nv >= PARALLEL_MIN_VERTICES)
+            move2 = max(move2, _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, CT, FR,
+                                            newp[:nv], stat[:nv], parallel and nv >= PARALLEL_MIN_VERTICES))
             for j in range(nv):
                 if stat[j, 1] > 0:
                     cut += 1
