@@ -22,6 +22,7 @@ from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, PairCache, detect
+from .dihedral_cache import dihedral_table
 from .incidence import color_arrays, element_tuple, incidence
 from .sweep import initial_guess, run_sweeps
 
@@ -30,7 +31,7 @@ PRESCRIBED_EXTRA = 8    # extra sweep budgets (x max_sweeps) a step may spend to
                         # to their keyframes: a keyframed object must be where the artist put it
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
 QUERY_EDGE_FRACTION = 0.5  # broad-phase distance cap, in median edge lengths
-SWEEP_PARALLEL_MIN_VERTICES = 2000  # sweeps run on numba's threads from this many vertices (colours of >= 500)
+SWEEP_PARALLEL_MIN_VERTICES = 2000  # sweeps run on numba's threads from this many vertices (colours of >= 200)
 SWEEP_BUSY_OTHERS = 0.5  # ... when the load average (our own busy thread counts ~1) leaves >= half a core
                          # idle: a sweep batch is long enough (tens of ms) that a starved worker costs
                          # less than the second core gains (measured: 64^2 drape, load ~1.0-1.4)
@@ -58,6 +59,9 @@ class BlockDescentStepper:
         self.col_start, self.col_verts = color_arrays(el, n)
         self.n_colors = len(self.col_start) - 1
         self.EL = element_tuple(el, n)
+        slot_edge, slot_flip, quad, q_start, q_edge = dihedral_table(self.EL[8], n)
+        ne = len(quad)
+        self.SH = (slot_edge, slot_flip, quad, q_start, q_edge, np.zeros(ne), np.zeros((ne, 4, 3)), np.zeros(ne))
         self.presc = np.zeros(n, np.bool_)
         self.presc[sys.bc_index[sys.bc_index < n]] = True
         # affine bodies: one 12-DOF block each (affine_block.py); their slaved vertices are prescribed
@@ -176,7 +180,7 @@ class BlockDescentStepper:
                     affine_initial_guess(x, target, BD, AB)
                     first = False
                 run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
-                           CT, FR,
+                           self.SH, CT, FR,
                            self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
                            k_cheb, omega, self.cut_limit, numba.get_num_threads() > 1, out, AB)
                 done = int(out[0])

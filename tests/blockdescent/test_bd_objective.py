@@ -17,6 +17,7 @@ import pytest
 
 from protocol.scene import Body, Material
 from solver_server.blockdescent.bounds import detect
+from solver_server.blockdescent.dihedral_cache import dihedrals_all
 from solver_server.blockdescent.incidence import incidence
 from solver_server.blockdescent.sweep import _vertex_step
 from solver_server.blockdescent.vertex_contact import contact_scratch
@@ -118,6 +119,8 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
                                rtol=1e-9, atol=1e-9 * np.abs(G[s.dynamic]).max())
 
     J, s5, dv, r, X, p = np.zeros((3, 12)), np.empty((5, 3)), np.empty(3), np.empty(3), contact_scratch(), np.empty(3)
+    SH = st.SH
+    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])            # the sweep's dihedral cache, filled at x
     inv_h2 = 1.0 / h ** 2
     mass = np.ascontiguousarray(s.mass, np.float64)
     empty_ct = st._empty_contact(ct.dhat, ct.kappa)
@@ -128,21 +131,21 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
         g = np.empty(3)
         H = np.empty((3, 3))
         # full gradient
-        _vertex_step(v, x, y, mass, inv_h2, st.EL, CT, FR, g, H, J, s5, dv, r, X, p)
+        _vertex_step(v, x, y, mass, inv_h2, st.EL, SH, CT, FR, g, H, J, s5, dv, r, X, p)
         np.testing.assert_allclose(g, G[v] - dropped[v], rtol=1e-9, atol=1e-10 * gscale)
         assert np.abs(H - H.T).max() <= 1e-12 * np.abs(H).max()
         assert np.linalg.eigvalsh(H - mass[v] * inv_h2 * np.eye(3)).min() >= -1e-9 * np.abs(H).max()
         assert np.allclose(p, x[v] - np.linalg.solve(H, g), rtol=0, atol=1e-12)
         # elastic only (y = x kills inertia, no contact, no friction)
-        _vertex_step(v, x, x, mass, inv_h2, st.EL, empty_ct, FR0, g, H, J, s5, dv, r, X, p)
+        _vertex_step(v, x, x, mass, inv_h2, st.EL, SH, empty_ct, FR0, g, H, J, s5, dv, r, X, p)
         np.testing.assert_allclose(g, parts["elastic"][v], rtol=1e-9, atol=1e-9 * np.abs(parts["elastic"]).max())
         # barrier only = (elastic + barrier) - elastic
         ge = g.copy()
-        _vertex_step(v, x, x, mass, inv_h2, st.EL, CT, FR0, g, H, J, s5, dv, r, X, p)
+        _vertex_step(v, x, x, mass, inv_h2, st.EL, SH, CT, FR0, g, H, J, s5, dv, r, X, p)
         np.testing.assert_allclose(g - ge, parts["barrier"][v] - dropped[v], rtol=1e-9,
                                    atol=1e-9 * np.abs(parts["barrier"]).max())
         # friction only
         gb = g.copy()
-        _vertex_step(v, x, x, mass, inv_h2, st.EL, CT, FR, g, H, J, s5, dv, r, X, p)
+        _vertex_step(v, x, x, mass, inv_h2, st.EL, SH, CT, FR, g, H, J, s5, dv, r, X, p)
         np.testing.assert_allclose(g - gb, parts["friction"][v], rtol=1e-9,
                                    atol=1e-9 * np.abs(parts["friction"]).max())
