@@ -310,23 +310,17 @@ def _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, E
 def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, parallel):
     """Update one colour (Jacobi inside it): new positions first, then written back. ``parallel``
     False skips numba's parallel launch, which costs more than it saves on small colours or a
-    busy machine (contact/threads.py). Returns the largest squared move (m^2) of a free vertex."""
+    busy machine (contact/threads.py); then the dihedral cache of the moved vertices is refreshed."""
     nv = verts.shape[0]
     if parallel:
         _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat)
     else:
         _sweep_range(0, nv, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat)
-    move2 = 0.0
     for j in range(nv):
         v = verts[j]
-        if not presc[v]:
-            d2 = (newp[j, 0] - x[v, 0]) ** 2 + (newp[j, 1] - x[v, 1]) ** 2 + (newp[j, 2] - x[v, 2]) ** 2
-            if d2 > move2:
-                move2 = d2
         for a in range(3):
             x[v, a] = newp[j, a]
     refresh_dihedrals(x, verts, SH[3], SH[4], SH[2], SH[5], SH[6], SH[7], parallel)
-    return move2
 
 
 @njit(cache=True, fastmath=False)
