@@ -1,5 +1,6 @@
 """Command line: ``clearance-server serve`` (the socket server), ``clearance-server bake``
-(a scene file to .pc2 files without sockets) and ``clearance-server keygen`` (the server's
+(a scene file to .pc2 files without sockets), ``clearance-server warmup`` (compile the solver
+kernels ahead, :mod:`solver_server.warmup`) and ``clearance-server keygen`` (the server's
 CurveZMQ keypair). Also ``python -m solver_server ...``."""
 from __future__ import annotations
 
@@ -86,8 +87,14 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warmup(args: argparse.Namespace) -> int:
+    from . import warmup
+    return warmup.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``clearance-server`` argument parser (``serve`` and ``bake`` sub-commands)."""
+    """The ``clearance-server`` argument parser (``serve``, ``bake``, ``warmup``, ``keygen``)."""
+    from . import warmup
     from protocol.scene import SOLVER_QUALITIES
     p = argparse.ArgumentParser(prog="clearance-server", description="Clearance solver server")
     sub = p.add_subparsers(dest="command", required=True)
@@ -128,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="IPC solver: fast (block descent, the default of new scenes) or accurate (Newton IPC "
                         "converged to the tolerance); default: the scene file's setting")
     b.set_defaults(func=_bake)
+    w = sub.add_parser("warmup", help="compile the solver kernels ahead of the first bake (a farm node's "
+                                      "install step)", description=warmup.DESCRIPTION)
+    warmup.add_arguments(w)
+    w.set_defaults(func=_warmup)
     return p
 
 

@@ -92,8 +92,20 @@ def _prune(root: str, keep: str) -> None:
         pass
 
 
+def active_dir() -> str:
+    """The folder numba writes this process's kernels to: ``$NUMBA_CACHE_DIR`` when set (by the
+    user, or by :func:`configure`), else :func:`cache_dir`."""
+    return os.environ.get("NUMBA_CACHE_DIR") or cache_dir()
+
+
+def is_writable() -> bool:
+    """True when :func:`active_dir` is a folder this process can write kernels into."""
+    path = active_dir()
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
 def _marker(backend: str) -> str:
-    return os.path.join(os.environ.get("NUMBA_CACHE_DIR") or cache_dir(), f"warm-{backend}")
+    return os.path.join(active_dir(), f"warm-{backend}")
 
 
 def is_warm(backend: str) -> bool:

@@ -11,7 +11,9 @@ colliders needs are then in the on-disk cache (:mod:`solver_server.kernel_cache`
 ``warm-warmup-<quality>`` records it so ``--if-cold`` returns at once afterwards (the marker lives
 in the cache folder of the current sources, so an update compiles again).
 
-Printed, one line per compiled kernel: ``compiling solver kernels 12/~254: module.kernel (41 s)``.
+Printed, one line per compiled kernel: ``compiling solver kernels 12/~254: module.kernel (41 s)``,
+then ``warm-up done: 260 kernels compiled for fast in 204 s; kernel cache: <folder>``.
+Also ``python -m solver_server.warmup`` (what the add-on runs: it needs no console script).
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from . import kernel_cache
 
 QUALITIES = ("fast", "accurate")
 _KERNEL = re.compile(r"compiling solver kernels \d+.*")
+DESCRIPTION = ("Compile the solver kernels ahead of the first bake: one line per kernel, then a summary "
+               "(kernels, seconds, kernel cache folder). Exit codes: 0 compiled or already warm, 1 a warm-up "
+               "bake failed, 2 bad arguments, 3 the kernel cache folder cannot be written")
 
 
 def marker_name(quality: str) -> str:
@@ -85,13 +90,29 @@ class _KernelLines(io.TextIOBase):
         return len(text)
 
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CACHE = 0, 1, 2, 3
+"""Exit codes: compiled (or already warm), a warm-up bake failed, bad arguments, the kernel cache
+folder cannot be written (compiled kernels would be lost when the process ends)."""
+
+
 def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: TextIO = sys.stdout) -> int:
-    """Compile the kernels of each solver quality; returns a process exit code (0 success)."""
+    """Compile the kernels of each solver quality; returns a process exit code (:data:`EXIT_OK` ...).
+
+    Prints one line per compiled kernel, then a summary: kernels compiled, seconds, cache folder."""
     from .server.bake import bake
+    qualities = list(qualities)
     for quality in qualities:
         if quality not in QUALITIES:
             print(f"clearance-server warmup: unknown solver quality {quality!r}; use {QUALITIES}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
+    folder = kernel_cache.active_dir()
+    if not kernel_cache.is_writable():
+        print(f"clearance-server warmup: cannot write the kernel cache folder {folder}: compiled kernels would be "
+              f"lost when this process ends. Set CLEARANCE_STATE_DIR (or NUMBA_CACHE_DIR) to a writable folder",
+              file=sys.stderr, flush=True)
+        return EXIT_CACHE
+    t_all, compiled, warmed = time.perf_counter(), 0, []
+    for quality in qualities:
         if if_cold and is_warm(quality):
             print(f"warm-up {quality}: kernels already compiled", file=log, flush=True)
             continue
@@ -102,25 +123,39 @@ def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: Tex
         with tempfile.TemporaryDirectory(prefix="clearance_warmup_") as tmp:
             code = bake(warmup_scene(quality), os.path.join(tmp, "out"), log=lines)
         if code != 0:
-            print(f"clearance-server warmup: the {quality} warm-up bake failed (exit code {code})", file=sys.stderr,
-                  flush=True)
-            return 1
+            print(f"clearance-server warmup: the {quality} warm-up bake failed (exit code {code}); the kernels "
+                  f"compiled so far stay in {folder}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
         kernel_cache.mark_warm(marker_name(quality))
+        compiled += lines.count
+        warmed.append(quality)
         print(f"warm-up {quality}: done in {time.perf_counter() - t0:.0f} s ({lines.count} kernels compiled)",
               file=log, flush=True)
-    return 0
+    what = f"{compiled} kernels compiled for {' and '.join(warmed)}" if warmed else "nothing to compile"
+    print(f"warm-up done: {what} in {time.perf_counter() - t_all:.0f} s; kernel cache: {folder}", file=log,
+          flush=True)
+    return EXIT_OK
 
 
-def main(argv=None) -> int:
-    """``python -m solver_server.warmup [--solver-quality fast|accurate ...] [--if-cold]``."""
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m solver_server.warmup",
-                                description="Compile the solver kernels ahead of the first bake (prints each kernel)")
+def add_arguments(p) -> None:
+    """The warm-up's options (shared by ``clearance-server warmup`` and ``python -m solver_server.warmup``)."""
     p.add_argument("--solver-quality", choices=QUALITIES, action="append",
                    help="solver whose kernels to compile (repeatable; default: fast, the default of new scenes)")
     p.add_argument("--if-cold", action="store_true", help="return at once when a warm-up of these sources finished")
-    args = p.parse_args(argv)
+
+
+def run(args) -> int:
+    """Run the warm-up for parsed :func:`add_arguments` options."""
     return warmup(args.solver_quality or ["fast"], if_cold=args.if_cold)
+
+
+def main(argv=None) -> int:
+    """``python -m solver_server.warmup [--solver-quality fast|accurate ...] [--if-cold]``
+    (the same as ``clearance-server warmup``)."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m solver_server.warmup", description=DESCRIPTION)
+    add_arguments(p)
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":
