@@ -65,3 +65,16 @@ def make_linear(idblock) -> None:
     for fc in fcurves:
         for kp in fc.keyframe_points:
             kp.interpolation = "LINEAR"
+
+
+def apply_preset_and_check(ob: bpy.types.Object, operator: str, name: str, fields: dict, export_scene) -> None:
+    """Run preset operator ``operator`` (e.g. "cloth_preset") with ``name`` on the active object ``ob``,
+    then check that ``ob.clearance`` and the exported body's material carry every value of ``fields``."""
+    import pytest
+    bpy.context.view_layer.objects.active = ob
+    assert getattr(bpy.ops.clearance, operator)(preset=name) == {"FINISHED"}
+    for key, value in fields.items():
+        assert getattr(ob.clearance, key) == pytest.approx(value, rel=1e-6), key
+    body = next(b for b in export_scene(bpy.context).scene.bodies if b.name == ob.name)
+    for key, value in fields.items():
+        assert getattr(body.material, key) == pytest.approx(value, rel=1e-6), key

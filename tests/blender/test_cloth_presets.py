@@ -5,7 +5,7 @@ import bpy
 import pytest
 
 from conftest import addon
-from helpers import plane
+from helpers import apply_preset_and_check, plane
 
 from protocol.cloth_presets import CLOTH_PRESETS
 
@@ -14,14 +14,7 @@ from protocol.cloth_presets import CLOTH_PRESETS
 def test_preset_sets_material_and_export_sends_it(blender, name):
     ob = plane("sheet", size=0.3)
     ob.clearance.role = "CLOTH"
-    bpy.context.view_layer.objects.active = ob
-    assert bpy.ops.clearance.cloth_preset(preset=name) == {"FINISHED"}
-    fields = CLOTH_PRESETS[name][1]
-    for key, value in fields.items():
-        assert getattr(ob.clearance, key) == pytest.approx(value, rel=1e-6), key
-    (body,) = addon("export").export_scene(bpy.context).scene.bodies
-    for key, value in fields.items():
-        assert getattr(body.material, key) == pytest.approx(value, rel=1e-6), key
+    apply_preset_and_check(ob, "cloth_preset", name, CLOTH_PRESETS[name][1], addon("export").export_scene)
 
 
 def test_preset_menu_only_for_cloth(blender):
@@ -32,6 +25,6 @@ def test_preset_menu_only_for_cloth(blender):
     ob.clearance.role = "CLOTH"
     assert bpy.ops.clearance.cloth_preset.poll()
     panel = bpy.types.CLEARANCE_PT_material
-    assert addon("cloth_presets").draw_preset_menu in panel._dyn_ui_initialize()
+    assert addon("material_presets").draw_preset_menu in panel._dyn_ui_initialize()
     items = bpy.ops.clearance.cloth_preset.get_rna_type().properties["preset"].enum_items
     assert [i.identifier for i in items] == list(CLOTH_PRESETS)
