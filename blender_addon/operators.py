@@ -21,6 +21,7 @@ from bpy.props import BoolProperty
 
 from protocol.client import Client
 from protocol.errors import RemoteError, ServerUnreachable, VersionMismatch
+from protocol.keys import KeyFileError
 from protocol.scene import SceneError
 
 from . import preferences, server_process, solver_launch
@@ -81,14 +82,34 @@ def server_public_key(context) -> Optional[str]:
     return key if len(key) == 40 else bpy.path.abspath(key)
 
 
+def client_secret_key(context) -> Optional[str]:
+    """The path of this machine's CurveZMQ secret key file from the preferences (Client Key, for a
+    server with --authorized-keys), None when unset: the client then uses $CLEARANCE_CLIENT_KEY_FILE
+    or a fresh key. Only used together with a server public key."""
+    prefs = preferences.get(context)
+    path = (getattr(prefs, "client_key", "") or "").strip() if prefs else ""
+    return bpy.path.abspath(path) if path else None
+
+
+def _key_hint(problem: str) -> str:
+    """The preference an encrypted-handshake problem points to."""
+    return "Client Key" if "does not admit this client's key" in problem else "Server Public Key"
+
+
 def connect(context, protocol_version: Optional[tuple] = None) -> Client:
     """A connected client. Raises ServerUnreachable / VersionMismatch / RemoteError with clear messages.
     ``protocol_version`` overrides the version announced (tests of the mismatch message)."""
     address, secret = server_connection(context)
     prefs = preferences.get(context)
     kw = {"protocol_version": protocol_version} if protocol_version else {}
-    client = Client(address, secret=secret, timeout=prefs.timeout if prefs else 5.0, client_name="clearance-blender",
-                    server_key=server_public_key(context), **kw)
+    server_key, client_key = server_public_key(context), client_secret_key(context)
+    try:
+        client = Client(address, secret=secret, timeout=prefs.timeout if prefs else 5.0,
+                        client_name="clearance-blender", server_key=server_key,
+                        client_key=client_key if server_key else None, **kw)
+    except KeyFileError as exc:
+        where = "Client Key" if client_key and client_key in str(exc) else "Server Public Key"
+        raise KeyFileError(f"{exc} (Preferences > Add-ons > Clearance > {where})") from None
     try:
         client.connect()
     except ServerUnreachable:
@@ -96,7 +117,7 @@ def connect(context, protocol_version: Optional[tuple] = None) -> Client:
         client.close()
         if problem:
             raise ServerUnreachable(f"Cannot connect to the Clearance server: {problem} (Preferences > Add-ons > "
-                                    "Clearance > Server Public Key)") from None
+                                    f"Clearance > {_key_hint(problem)})") from None
         raise ServerUnreachable(f"Cannot reach the Clearance server at {address}: start it (Physics > Clearance Bake "
                                 f"> Start Server) or fix the address (Preferences > Add-ons > Clearance)") from None
     except VersionMismatch as exc:
@@ -195,7 +216,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
         except SceneError as exc:
             _report_error(self, scene, str(exc))
             return None
-        except (ServerUnreachable, VersionMismatch, RuntimeError, OSError) as exc:
+        except (ServerUnreachable, VersionMismatch, KeyFileError, RuntimeError, OSError) as exc:
             _report_error(self, scene, str(exc))
             return None
         session = BakeSession(scene, export, client, folder, scene.clearance.output, self.resume)

@@ -38,6 +38,11 @@ class ClearancePreferences(bpy.types.AddonPreferences):
         name="Server Public Key", default="",
         description="The remote server's public key (CurveZMQ encryption): the server.key file written by "
                     "'clearance-server keygen', or its 40 characters; empty: no encryption")
+    client_key: StringProperty(
+        name="Client Key", subtype="FILE_PATH", default="",
+        description="This machine's secret key file (NAME.key_secret from 'clearance-server keygen --client NAME') "
+                    "for a remote server that admits only listed clients (--authorized-keys); empty: "
+                    "$CLEARANCE_CLIENT_KEY_FILE, else a fresh key per connection. Used only with a Server Public Key")
     timeout: FloatProperty(name="Timeout (s)", default=5.0, min=0.1, soft_max=60.0,
                            description="Seconds to wait for the server to answer a request")
 
@@ -49,6 +54,9 @@ class ClearancePreferences(bpy.types.AddonPreferences):
             layout.prop(self, "remote_address")
             layout.prop(self, "secret")
             layout.prop(self, "server_key")
+            row = layout.row()
+            row.active = bool(self.server_key.strip())   # a client key only means something with encryption
+            row.prop(self, "client_key")
         else:
             from . import solver_launch   # imported here: solver_launch imports this module
             icon, text = solver_launch.describe(self)
