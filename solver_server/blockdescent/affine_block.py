@@ -2,8 +2,9 @@
 
 An affine body b owns four rows q = z[row0:row0 + 4] = (p, L A^T) of the DOF array (solver_server/abd/
 affine.py); its surface vertices are slaved: x_i = sum_r w_ir q_r with w_i = (1, X_i / L). After the
-vertex colours of every sweep, each body in turn (Gauss-Seidel, sequential) takes one Newton step on
-the block-descent objective restricted to its 12 DOFs (divided by h^2, the vertex sweep's convention):
+vertex colours of every sweep, each free body takes Newton steps on the block-descent objective
+restricted to its 12 DOFs (divided by h^2, the vertex sweep's convention); the bodies are coloured
+by their contact graph (body_plan.py) and the bodies of one colour run on numba's threads:
 
     E_b(q) = 1/2 (q - y_b)^T (Mbar / h^2) (q - y_b) + kappa_A V |A A^T - I|^2
              + kappa sum_k m_k b(s_k)          (the IPC pairs touching its vertices, ipc/contact/barrier_pair)
@@ -12,7 +13,10 @@ the block-descent objective restricted to its 12 DOFs (divided by h^2, the verte
 y_b = q^n + h qdot^n + h^2 g on the translation row (gravity acts on p only: Mbar[0, r] = m delta_0r).
 Gradient and Hessian come from the shared kernels by the chain rule: a pair's gradient on slot i, g_i,
 adds w_i (x) g_i; its (PSD-projected) Hessian block H_ij between two of the body's slots adds
-(w_i w_j^T) (x) H_ij; the orthogonality term is abd/orthogonality.py's, mapped to the L A^T rows.
+(w_i w_j^T) (x) H_ij; the orthogonality term is abd/orthogonality.py's energy with a closed-form
+Gauss-Newton Hessian, mapped to the L A^T rows. Only the pairs listed for the body are visited
+(body_plan.body_pair_lists), the 12 x 12 system is solved by an in-place Cholesky, and Mbar^-1 is
+precomputed: no allocation beyond a few scratch arrays per body update.
 
 The step is cut exactly like a vertex's (sweep._ray_fraction): a body step dq moves each of its
 vertices on the straight segment x_i + t W_i dq, so the largest admissible t is the minimum over the
@@ -32,12 +36,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from solver_server.abd.orthogonality import orth_energy, orth_gradient, orth_hessian
 from solver_server.ipc.contact.barrier_pair import new_scratch, pair_energy, pair_terms
 from solver_server.ipc.contact.friction import f0, f1_over_y
 from . import sweep as _sweep
+from .body_plan import body_colors, body_pair_lists
 
 BACKTRACK = 12        # halvings of a body step before it is dropped for this sweep
 TRUNC_SLACK = 1.0e-9  # a step cut below 1 - this counts as cut
@@ -47,13 +51,13 @@ INNER_NEWTON = 4      # Newton iterations per body and sweep (fewer when the ste
 
 def affine_tuple(sys, N: int) -> tuple:
     """Static per-body arrays for the kernels (the AB argument's tail): (L, kV, mbar, voff, nv, xhat,
-    xh_start, vbody, presc). vbody (N,) int32 is the body of each vertex (-1: not on an affine body)."""
+    xh_start, vbody, presc, mbar^-1). vbody (N,) int32 is the body of each vertex (-1: not on an affine body)."""
     ab = sys.affine
     vbody = -np.ones(N, np.int32)
     if ab is None or ab.n == 0:
         z = np.zeros(0)
         return (z, z, np.zeros((0, 4, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)),
-                np.zeros(1, np.int64), vbody, np.zeros(0, np.bool_))
+                np.zeros(1, np.int64), vbody, np.zeros(0, np.bool_), np.zeros((0, 4, 4)))
     nb = ab.n
     presc = np.zeros(nb, np.bool_)
     bc = np.asarray(sys.bc_index)
@@ -65,7 +69,7 @@ def affine_tuple(sys, N: int) -> tuple:
     return (np.ascontiguousarray(ab.L, np.float64), np.ascontiguousarray(ab.kV, np.float64),
             np.ascontiguousarray(ab.mbar, np.float64), np.ascontiguousarray(ab.vertex_offset, np.int64),
             np.ascontiguousarray(ab.n_vertices, np.int64), np.ascontiguousarray(np.concatenate(ab.X_hat), np.float64),
-            xh_start, vbody, presc)
+            xh_start, vbody, presc, np.ascontiguousarray(np.linalg.inv(ab.mbar), np.float64))
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -90,68 +94,96 @@ def _weights(v, b, voff, xh, xh_start, w):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def _first_slot(ids, k, slot, b, vbody):
-    """True if ``slot`` is the first slot of pair k on body b (each pair is visited once per body)."""
-    for i in range(slot):
-        if vbody[ids[k, i]] == b:
-            return False
-    return True
+def _orth_c(q, Lb, a):
+    """A (into a (9,), row-major, A[k, j] = q[1 + j, k] / L) and the six entries of C = A A^T - I."""
+    for k in range(3):
+        for j in range(3):
+            a[3 * k + j] = q[1 + j, k] / Lb
+    c00 = a[0] * a[0] + a[1] * a[1] + a[2] * a[2] - 1.0
+    c11 = a[3] * a[3] + a[4] * a[4] + a[5] * a[5] - 1.0
+    c22 = a[6] * a[6] + a[7] * a[7] + a[8] * a[8] - 1.0
+    c01 = a[0] * a[3] + a[1] * a[4] + a[2] * a[5]
+    c02 = a[0] * a[6] + a[1] * a[7] + a[2] * a[8]
+    c12 = a[3] * a[6] + a[4] * a[7] + a[5] * a[8]
+    return c00, c11, c22, c01, c02, c12
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def _a_of(q, L, a):
+def _orth_energy(q, Lb, kV, a):
+    """kappa_A V |A A^T - I|_F^2 (J) at rows q."""
+    c00, c11, c22, c01, c02, c12 = _orth_c(q, Lb, a)
+    return kV * (c00 * c00 + c11 * c11 + c22 * c22 + 2.0 * (c01 * c01 + c02 * c02 + c12 * c12))
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _orth_add(q, Lb, kV, a, g, H):
+    """Add the orthogonality energy's gradient 4 kappa_A V C A and its Gauss-Newton Hessian
+    4 kappa_A V (delta_kl (A^T A)_mj + A_km A_lj) (index pairs (kj), (lm)), both mapped to the L A^T
+    rows, into g (12,), H (12, 12). The Gauss-Newton Hessian is the exact one (abd/orthogonality.py)
+    without its C_kl delta_jm term (C = A A^T - I, |C| < 1e-3 on a rigid body): PSD in closed form,
+    no 9 x 9 eigen-clamp."""
+    c00, c11, c22, c01, c02, c12 = _orth_c(q, Lb, a)
+    C = ((c00, c01, c02), (c01, c11, c12), (c02, c12, c22))
+    f = 4.0 * kV / Lb
+    f2 = 4.0 * kV / (Lb * Lb)
     for k in range(3):
         for j in range(3):
-            a[3 * k + j] = q[1 + j, k] / L
+            acc = 0.0
+            for l in range(3):
+                acc += C[k][l] * a[3 * l + j]
+            g[3 * (1 + j) + k] += f * acc
+    for j in range(3):
+        for m in range(3):
+            ata = a[j] * a[m] + a[3 + j] * a[3 + m] + a[6 + j] * a[6 + m]   # (A^T A)_jm
+            for k in range(3):
+                H[3 * (1 + j) + k, 3 * (1 + m) + k] += f2 * ata
+                for l in range(3):
+                    H[3 * (1 + j) + k, 3 * (1 + m) + l] += f2 * a[3 * k + m] * a[3 * l + j]
 
 
 @njit(cache=True, fastmath=False)
-def body_energy(b, q, x, y, inv_h2, AB, CT, FR, X, pos, a):
-    """E_b(q) (J / s^2 ... the sweep's units: the step objective divided by h^2) of body b at rows q (4, 3)."""
+def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
+    """E_b(q) (J / s^2 ... the sweep's units: the step objective divided by h^2) of body b at rows q
+    (4, 3). BL = (barrier pairs CSR, friction pairs CSR) per body (body_plan.body_pair_lists)."""
     L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
     e = 0.0
     for c in range(3):
         for s in range(4):
             for t in range(4):
                 e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
-    _a_of(q, L[b], a)
-    e += orth_energy(a, kV[b])
+    e += _orth_energy(q, L[b], kV[b], a)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
-    for v in range(voff[b], voff[b] + nv[b]):
-        for j in range(vp_s[v], vp_s[v + 1]):
-            k = vp_e[j]
-            if not _first_slot(pids, k, vp_k[j], b, vbody):
-                continue
-            for i in range(4):
-                _vertex_pos(pids[k, i], x, q, b, vbody, voff, xh, xh_start, pos)
-                for c in range(3):
-                    X[3 * i + c] = pos[c]
-            e += kappa * pair_energy(X, pee[k], poff[k], peps[k], dhat)
-        for j in range(vf_s[v], vf_s[v + 1]):
-            k = vf_e[j]
-            if not _first_slot(fids, k, vf_k[j], b, vbody):
-                continue
-            d0 = 0.0
-            d1 = 0.0
-            d2 = 0.0
-            for i in range(4):
-                u = fids[k, i]
-                _vertex_pos(u, x, q, b, vbody, voff, xh, xh_start, pos)
-                d0 += fcoef[k, i] * (pos[0] - x_fr[u, 0])
-                d1 += fcoef[k, i] * (pos[1] - x_fr[u, 1])
-                d2 += fcoef[k, i] * (pos[2] - x_fr[u, 2])
-            u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-            u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-            e += fml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps_f)
+    bp_s, bp_k, bf_s, bf_k = BL
+    for j in range(bp_s[b], bp_s[b + 1]):
+        k = bp_k[j]
+        for i in range(4):
+            _vertex_pos(pids[k, i], x, q, b, vbody, voff, xh, xh_start, pos)
+            for c in range(3):
+                X[3 * i + c] = pos[c]
+        e += kappa * pair_energy(X, pee[k], poff[k], peps[k], dhat)
+    for j in range(bf_s[b], bf_s[b + 1]):
+        k = bf_k[j]
+        d0 = 0.0
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(4):
+            u = fids[k, i]
+            _vertex_pos(u, x, q, b, vbody, voff, xh, xh_start, pos)
+            d0 += fcoef[k, i] * (pos[0] - x_fr[u, 0])
+            d1 += fcoef[k, i] * (pos[1] - x_fr[u, 1])
+            d2 += fcoef[k, i] * (pos[2] - x_fr[u, 2])
+        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
+        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
+        e += fml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps_f)
     return e
 
 
 @njit(cache=True, fastmath=False)
-def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, g, H, SC, X, pos, a, wi, wj):
-    """Gradient g (12,) and PSD Hessian H (12, 12) of E_b at q; DOF (row r, coordinate c) is 3 r + c."""
+def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj):
+    """Gradient g (12,) and PSD Hessian H (12, 12) of E_b at q; DOF (row r, coordinate c) is 3 r + c.
+    Only the pairs listed for the body (BL) are visited."""
     L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
-    Lb = L[b]
     for i in range(12):
         g[i] = 0.0
         for j in range(12):
@@ -163,100 +195,121 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, g, H, SC, X, pos, a, wi, wj):
                 acc += mbar[b, s, t] * (q[t, c] - y[t, c])
                 H[3 * s + c, 3 * t + c] += inv_h2 * mbar[b, s, t]
             g[3 * s + c] += inv_h2 * acc
-    _a_of(q, Lb, a)
-    G = orth_gradient(a, kV[b])
-    Ho = orth_hessian(a, kV[b], True)
-    for k in range(3):
-        for j in range(3):
-            g[3 * (1 + j) + k] += G[3 * k + j] / Lb
-            for l in range(3):
-                for m in range(3):
-                    H[3 * (1 + j) + k, 3 * (1 + m) + l] += Ho[3 * k + j, 3 * l + m] / (Lb * Lb)
+    _orth_add(q, L[b], kV[b], a, g, H)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    bp_s, bp_k, bf_s, bf_k = BL
     gp = SC[0]
     Hp = SC[6]
     slots = SC[12]
-    for v in range(voff[b], voff[b] + nv[b]):
-        for j in range(vp_s[v], vp_s[v + 1]):
-            k = vp_e[j]
-            if not _first_slot(pids, k, vp_k[j], b, vbody):
+    for j in range(bp_s[b], bp_s[b + 1]):
+        k = bp_k[j]
+        for i in range(4):
+            for c in range(3):
+                X[3 * i + c] = x[pids[k, i], c]
+        e, ns = pair_terms(X, pee[k], poff[k], peps[k], dhat, True, True, SC)
+        if ns == 0:
+            continue
+        for i in range(4):
+            u = pids[k, i]
+            if vbody[u] != b:
                 continue
-            for i in range(4):
+            _weights(u, b, voff, xh, xh_start, wi)
+            for r in range(4):
                 for c in range(3):
-                    X[3 * i + c] = x[pids[k, i], c]
-            e, ns = pair_terms(X, pee[k], poff[k], peps[k], dhat, True, True, SC)
-            if ns == 0:
+                    g[3 * r + c] += kappa * wi[r] * gp[3 * i + c]
+        for si in range(ns):
+            ui = pids[k, slots[si]]
+            if vbody[ui] != b:
                 continue
-            for i in range(4):
-                u = pids[k, i]
-                if vbody[u] != b:
+            _weights(ui, b, voff, xh, xh_start, wi)
+            for sj in range(ns):
+                uj = pids[k, slots[sj]]
+                if vbody[uj] != b:
                     continue
+                _weights(uj, b, voff, xh, xh_start, wj)
+                for r in range(4):
+                    for s in range(4):
+                        f = kappa * wi[r] * wj[s]
+                        for c in range(3):
+                            for d in range(3):
+                                H[3 * r + c, 3 * s + d] += f * Hp[3 * si + c, 3 * sj + d]
+    for j in range(bf_s[b], bf_s[b + 1]):
+        k = bf_k[j]
+        d0 = 0.0
+        d1 = 0.0
+        d2 = 0.0
+        for r in range(4):
+            wj[r] = 0.0      # cw = sum over the body's slots of c_i w_i
+        for i in range(4):
+            u = fids[k, i]
+            ci = fcoef[k, i]
+            d0 += ci * (x[u, 0] - x_fr[u, 0])
+            d1 += ci * (x[u, 1] - x_fr[u, 1])
+            d2 += ci * (x[u, 2] - x_fr[u, 2])
+            if vbody[u] == b:
                 _weights(u, b, voff, xh, xh_start, wi)
                 for r in range(4):
-                    for c in range(3):
-                        g[3 * r + c] += kappa * wi[r] * gp[3 * i + c]
-            for si in range(ns):
-                ui = pids[k, slots[si]]
-                if vbody[ui] != b:
-                    continue
-                _weights(ui, b, voff, xh, xh_start, wi)
-                for sj in range(ns):
-                    uj = pids[k, slots[sj]]
-                    if vbody[uj] != b:
-                        continue
-                    _weights(uj, b, voff, xh, xh_start, wj)
-                    for r in range(4):
-                        for s in range(4):
-                            f = kappa * wi[r] * wj[s]
-                            for c in range(3):
-                                for d in range(3):
-                                    H[3 * r + c, 3 * s + d] += f * Hp[3 * si + c, 3 * sj + d]
-        for j in range(vf_s[v], vf_s[v + 1]):
-            k = vf_e[j]
-            if not _first_slot(fids, k, vf_k[j], b, vbody):
-                continue
-            d0 = 0.0
-            d1 = 0.0
-            d2 = 0.0
-            for r in range(4):
-                wj[r] = 0.0      # cw = sum over the body's slots of c_i w_i
-            for i in range(4):
-                u = fids[k, i]
-                ci = fcoef[k, i]
-                d0 += ci * (x[u, 0] - x_fr[u, 0])
-                d1 += ci * (x[u, 1] - x_fr[u, 1])
-                d2 += ci * (x[u, 2] - x_fr[u, 2])
-                if vbody[u] == b:
-                    _weights(u, b, voff, xh, xh_start, wi)
-                    for r in range(4):
-                        wj[r] += ci * wi[r]
-            u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-            u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-            yk = math.sqrt(u0 * u0 + u1 * u1)
-            f = fml[k] * f1_over_y(yk, eps_f)
+                    wj[r] += ci * wi[r]
+        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
+        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
+        yk = math.sqrt(u0 * u0 + u1 * u1)
+        f = fml[k] * f1_over_y(yk, eps_f)
+        for c in range(3):
+            pos[c] = fT[k, c, 0] * u0 + fT[k, c, 1] * u1
+        # exact Hessian in u (PSD: f1' >= 0 below eps, 0 above): ml (f1' uh uh^T + f1/y (I - uh uh^T))
+        h00 = f
+        h01 = 0.0
+        h11 = f
+        if yk > 0.0:
+            fp = fml[k] * (2.0 / eps_f - 2.0 * yk / (eps_f * eps_f) if yk < eps_f else 0.0)
+            e0_ = u0 / yk
+            e1_ = u1 / yk
+            h00 = fp * e0_ * e0_ + f * (1.0 - e0_ * e0_)
+            h01 = (fp - f) * e0_ * e1_
+            h11 = fp * e1_ * e1_ + f * (1.0 - e1_ * e1_)
+        for r in range(4):
             for c in range(3):
-                pos[c] = fT[k, c, 0] * u0 + fT[k, c, 1] * u1
-            # exact Hessian in u (PSD: f1' >= 0 below eps, 0 above): ml (f1' uh uh^T + f1/y (I - uh uh^T))
-            h00 = f
-            h01 = 0.0
-            h11 = f
-            if yk > 0.0:
-                fp = fml[k] * (2.0 / eps_f - 2.0 * yk / (eps_f * eps_f) if yk < eps_f else 0.0)
-                e0_ = u0 / yk
-                e1_ = u1 / yk
-                h00 = fp * e0_ * e0_ + f * (1.0 - e0_ * e0_)
-                h01 = (fp - f) * e0_ * e1_
-                h11 = fp * e1_ * e1_ + f * (1.0 - e1_ * e1_)
-            for r in range(4):
-                for c in range(3):
-                    g[3 * r + c] += f * wj[r] * pos[c]
-                for s in range(4):
-                    for c in range(3):
-                        for d in range(3):
-                            tt = (fT[k, c, 0] * (h00 * fT[k, d, 0] + h01 * fT[k, d, 1])
-                                  + fT[k, c, 1] * (h01 * fT[k, d, 0] + h11 * fT[k, d, 1]))
-                            H[3 * r + c, 3 * s + d] += wj[r] * wj[s] * tt
+                g[3 * r + c] += f * wj[r] * pos[c]
+        for c in range(3):
+            for d in range(3):
+                tt = (fT[k, c, 0] * (h00 * fT[k, d, 0] + h01 * fT[k, d, 1])
+                      + fT[k, c, 1] * (h01 * fT[k, d, 0] + h11 * fT[k, d, 1]))
+                for r in range(4):
+                    for s in range(4):
+                        H[3 * r + c, 3 * s + d] += wj[r] * wj[s] * tt
+
+
+@njit(cache=True, fastmath=False)
+def _chol_solve(H, g, out):
+    """out = H^{-1} g for a symmetric positive definite n x n H (Cholesky on a copy; H untouched).
+    Returns False (out zero) when a pivot is not positive."""
+    n = g.shape[0]
+    Lc = np.empty((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            s = H[i, j]
+            for k in range(j):
+                s -= Lc[i, k] * Lc[j, k]
+            if i == j:
+                if not (s > 0.0) or not math.isfinite(s):
+                    for m in range(n):
+                        out[m] = 0.0
+                    return False
+                Lc[i, i] = math.sqrt(s)
+            else:
+                Lc[i, j] = s / Lc[j, j]
+    for i in range(n):
+        s = g[i]
+        for k in range(i):
+            s -= Lc[i, k] * out[k]
+        out[i] = s / Lc[i, i]
+    for i in range(n - 1, -1, -1):
+        s = out[i]
+        for k in range(i + 1, n):
+            s -= Lc[k, i] * out[k]
+        out[i] = s / Lc[i, i]
+    return True
 
 
 @njit(cache=True, fastmath=False)
@@ -297,26 +350,49 @@ def _write_body(b, q, zb, x, target, AB):
 
 
 @njit(cache=True, fastmath=False)
-def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out):
-    """One Gauss-Seidel pass over the affine bodies (after the vertex colours). AB = (zb, yb, tb,
-    *affine_tuple): body rows (4 nb, 3) updated in place, their inertia targets and keyframe targets.
-    out = (largest residual length (m), vertices of cut bodies, 1 if every keyframed body is at its
-    target). The residual length is the largest vertex move of the step on inertia alone,
-    h^2 W_i Mbar^-1 g (the body version of the vertex sweep's |g| h^2 / m)."""
-    zb, yb, tb = AB[0], AB[1], AB[2]
-    mbar, voff, nv, xh, xh_start, bpresc = AB[5], AB[6], AB[7], AB[8], AB[9], AB[11]
-    nbod = voff.shape[0]
-    out[0] = 0.0
-    out[1] = 0.0
-    out[2] = 1.0
-    if nbod == 0:
+def _prescribed_body(b, x, target, BD, AB, presc_tol, out):
+    """Move keyframed body b towards its target rows by the largest admissible fraction; out[1] gets
+    its vertex count if it was cut, out[2] = 0 if it is then still short of its target."""
+    zb, tb, nv = AB[0], AB[2], AB[7]
+    q = np.empty((4, 3))
+    dq = np.empty((4, 3))
+    cur = np.empty(3)
+    dx = np.empty(3)
+    nbv = np.empty(3)
+    nrm = np.empty(3)
+    far = 0.0
+    for r in range(4):
+        for c in range(3):
+            q[r, c] = zb[4 * b + r, c]
+            dq[r, c] = tb[4 * b + r, c] - q[r, c]
+            far = max(far, abs(dq[r, c]))
+    if far == 0.0:
         return
+    t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
+    for r in range(4):
+        for c in range(3):
+            q[r, c] += (1.0 if t >= 1.0 else t) * dq[r, c]
+    if t < 1.0:
+        out[1] += nv[b]
+        if far * (1.0 - t) > presc_tol:
+            out[2] = 0.0
+    _write_body(b, q, zb, x, target, AB)
+
+
+@njit(cache=True, fastmath=False)
+def _free_body(b, x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol):
+    """Up to INNER_NEWTON bounded Newton steps of free body b (its rows and slaved vertices updated in
+    place). Reads only its own rows and vertices and the positions of the other slots of its pairs,
+    writes only its own: bodies of one colour (body_plan) can run concurrently. Returns (residual
+    length before the first step (m), whether the bounds cut a step)."""
+    zb, yb = AB[0], AB[1]
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
     q1 = np.empty((4, 3))
     rest = np.empty((4, 3))
     g = np.empty(12)
     H = np.empty((12, 12))
+    step = np.empty(12)
     SC = new_scratch()
     X = np.empty(12)
     pos = np.empty(3)
@@ -327,62 +403,91 @@ def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out):
     dx = np.empty(3)
     nbv = np.empty(3)
     nrm = np.empty(3)
-    for b in range(nbod):
+    y = yb[4 * b:4 * b + 4]
+    res = 0.0
+    cut = False
+    for it in range(INNER_NEWTON):
         for r in range(4):
             for c in range(3):
                 q[r, c] = zb[4 * b + r, c]
-        y = yb[4 * b:4 * b + 4]
+        r_it, cut = _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, BL, target, g, H, step, SC,
+                                    X, pos, a, wi, wj, cur, dx, nbv, nrm)
+        if it == 0:
+            res = r_it
+        if cut or r_it < presc_tol:
+            break
+    return res, cut
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _free_bodies_parallel(bodies, x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol, res, cut):
+    """The bodies of one colour on numba's threads (their objectives are separable, body_plan)."""
+    for j in prange(bodies.shape[0]):
+        r, c = _free_body(bodies[j], x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol)
+        res[j] = r
+        cut[j] = 1 if c else 0
+
+
+@njit(cache=True, fastmath=False)
+def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out, parallel=False):
+    """One pass over the affine bodies (after the vertex colours). AB = (zb, yb, tb,
+    *affine_tuple): body rows (4 nb, 3) updated in place, their inertia targets and keyframe targets.
+    Keyframed bodies first (one after the other), then the free bodies colour by colour
+    (body_plan.body_colors), the bodies of a colour on numba's threads when more than one is
+    allowed (``parallel``: the caller's thread policy, contact/threads.py; Gauss-Seidel across
+    colours, Jacobi inside one, which for separable objectives is the same as one after the other).
+    out = (largest residual length (m), vertices of cut bodies, 1 if every keyframed body is at its
+    target). The residual length is the largest vertex move of the step on inertia alone,
+    h^2 W_i Mbar^-1 g (the body version of the vertex sweep's |g| h^2 / m)."""
+    voff, nv, vbody, bpresc = AB[6], AB[7], AB[10], AB[11]
+    nbod = voff.shape[0]
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 1.0
+    if nbod == 0:
+        return
+    for b in range(nbod):
         for v in range(voff[b], voff[b] + nv[b]):   # the sweep's arrival test reads target = x here
             for c in range(3):
                 target[v, c] = x[v, c]
         if bpresc[b]:
-            far = 0.0
-            for r in range(4):
-                for c in range(3):
-                    dq[r, c] = tb[4 * b + r, c] - q[r, c]
-                    far = max(far, abs(dq[r, c]))
-            if far == 0.0:
-                continue
-            t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
-            for r in range(4):
-                for c in range(3):
-                    q[r, c] += (1.0 if t >= 1.0 else t) * dq[r, c]
-            if t < 1.0:
-                out[1] += nv[b]
-                if far * (1.0 - t) > presc_tol:
-                    out[2] = 0.0
-            _write_body(b, q, zb, x, target, AB)
-            continue
-        res = 0.0
-        for it in range(INNER_NEWTON):
-            r_it, cut = _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g, H, SC, X, pos, a,
-                                        wi, wj, cur, dx, nbv, nrm)
-            if it == 0:
-                res = r_it
-            if cut:
-                out[1] += nv[b]
-            if cut or r_it < presc_tol:
-                break
-            for r in range(4):
-                for c in range(3):
-                    q[r, c] = zb[4 * b + r, c]
-        out[0] = max(out[0], res)
+            _prescribed_body(b, x, target, BD, AB, presc_tol, out)
+    pids, fids = CT[0], FR[0]
+    bp_s, bp_k = body_pair_lists(pids, vbody, nbod)
+    bf_s, bf_k = body_pair_lists(fids, vbody, nbod)
+    BL = (bp_s, bp_k, bf_s, bf_k)
+    col_s, col_b = body_colors(pids, fids, vbody, bpresc, nbod)
+    res = np.zeros(nbod)
+    cutb = np.zeros(nbod, np.int64)
+    for c in range(col_s.shape[0] - 1):
+        bodies = col_b[col_s[c]:col_s[c + 1]]
+        nc = bodies.shape[0]
+        if parallel and nc > 1:
+            _free_bodies_parallel(bodies, x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol, res[:nc], cutb[:nc])
+        else:
+            for j in range(nc):
+                r, ct = _free_body(bodies[j], x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol)
+                res[j] = r
+                cutb[j] = 1 if ct else 0
+        for j in range(nc):
+            out[0] = max(out[0], res[j])
+            if cutb[j]:
+                out[1] += nv[bodies[j]]
 
 
 @njit(cache=True, fastmath=False)
-def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g, H, SC, X, pos, a, wi, wj,
-                    cur, dx, nbv, nrm):
+def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, BL, target, g, H, step, SC, X, pos, a, wi,
+                    wj, cur, dx, nbv, nrm):
     """One bounded Newton step of free body b from rows q (written to zb and x when it lowers E_b).
     Returns (residual length before the step (m), whether the bounds cut it)."""
-    zb, mbar, voff, nv, xh, xh_start = AB[0], AB[5], AB[6], AB[7], AB[8], AB[9]
-    body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, g, H, SC, X, pos, a, wi, wj)
-    # residual length: h^2 Mbar^-1 g mapped to the vertices (Mbar is block diagonal: m, S / L^2)
-    Minv = np.linalg.inv(mbar[b])
+    zb, voff, nv, xh, xh_start, mbinv = AB[0], AB[6], AB[7], AB[8], AB[9], AB[12]
+    body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj)
+    # residual length: h^2 Mbar^-1 g mapped to the vertices
     for r in range(4):
         for c in range(3):
             acc = 0.0
             for s in range(4):
-                acc += Minv[r, s] * g[3 * s + c]
+                acc += mbinv[b, r, s] * g[3 * s + c]
             rest[r, c] = acc / inv_h2
     res = 0.0
     for v in range(voff[b], voff[b] + nv[b]):
@@ -396,11 +501,12 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g,
     for i in range(12):
         if not math.isfinite(g[i]):
             return res, False
-    step = np.linalg.solve(H, g)
+    if not _chol_solve(H, g, step):
+        return res, False
     for r in range(4):
         for c in range(3):
             dq[r, c] = -step[3 * r + c]
-    e0 = body_energy(b, q, x, y, inv_h2, AB, CT, FR, X, pos, a)
+    e0 = body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a)
     t, blk = _body_ray(b, x, q, dq, BD, AB, cur, dx, nbv, nrm)
     t = max(t, 0.0)
     for r in range(4):
@@ -425,7 +531,7 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g,
         for r in range(4):
             for c in range(3):
                 dq[r, c] = q1[r, c] + t2 * rest[r, c]   # the slid end point
-        if body_energy(b, dq, x, y, inv_h2, AB, CT, FR, X, pos, a) <= e0:
+        if body_energy(b, dq, x, y, inv_h2, AB, CT, FR, BL, X, pos, a) <= e0:
             _write_body(b, dq, zb, x, target, AB)
             return res, True
     for r in range(4):
@@ -437,7 +543,7 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, target, g,
         for r in range(4):
             for c in range(3):
                 q1[r, c] = q[r, c] + s * dq[r, c]
-        if body_energy(b, q1, x, y, inv_h2, AB, CT, FR, X, pos, a) <= e0:
+        if body_energy(b, q1, x, y, inv_h2, AB, CT, FR, BL, X, pos, a) <= e0:
             _write_body(b, q1, zb, x, target, AB)
             return res, cut
         s *= 0.5

@@ -445,7 +445,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
                     cut += 1
                 if not presc[verts[j]] and stat[j, 0] > big:
                     big = stat[j, 0]
-        _affine.affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, bstat)
+        _affine.affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, bstat, parallel)
         big = max(big, bstat[0])
         cut += int(bstat[1])
         done += 1

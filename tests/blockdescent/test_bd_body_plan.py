@@ -1,0 +1,139 @@
+"""Body-parallel updates of affine bodies in the Fast solver (blockdescent/body_plan.py, affine_block.py):
+the body colouring never puts two bodies that share a contact or friction pair in one colour, the
+per-body pair lists are exact, the colours run on threads with exactly the sequential result, and
+the body objective's gradient (closed-form orthogonality, pair-list barrier and friction) is the
+derivative of its energy."""
+import numba
+import numpy as np
+
+from solver_server.blockdescent.affine_block import body_energy, body_grad_hess, affine_sweep
+from solver_server.blockdescent.body_plan import body_colors, body_pair_lists
+from solver_server.blockdescent.bounds import detect
+from solver_server.blockdescent.incidence import incidence
+from solver_server.ipc.contact.barrier_pair import new_scratch
+from solver_server.ipc.contact_bridge import EPS_V
+from tests.abd.abd_scenes import Run, ground, scene, stiff_box
+
+
+def _random_pairs(rng, nv, npairs):
+    return rng.integers(0, nv, size=(npairs, 4)).astype(np.int32)
+
+
+def test_body_colours_separate_coupled_bodies():
+    """Random pair lists over 40 bodies (and free vertices): every free body gets exactly one colour,
+    keyframed ones none, and no pair has two free bodies of the same colour."""
+    rng = np.random.default_rng(3)
+    nbod, per = 40, 5
+    vbody = np.concatenate([np.repeat(np.arange(nbod), per), -np.ones(30, np.int64)]).astype(np.int32)
+    presc = np.zeros(nbod, np.bool_)
+    presc[[3, 17]] = True
+    pids = _random_pairs(rng, len(vbody), 300)
+    fids = _random_pairs(rng, len(vbody), 100)
+    start, bodies = body_colors(pids, fids, vbody, presc, nbod)
+    color = -np.ones(nbod, np.int64)
+    for c in range(len(start) - 1):
+        for b in bodies[start[c]:start[c + 1]]:
+            assert color[b] == -1
+            color[b] = c
+    assert (color[~presc] >= 0).all() and (color[presc] == -1).all()
+    for ids in (pids, fids):
+        for row in ids:
+            bs = {int(vbody[v]) for v in row if vbody[v] >= 0 and not presc[vbody[v]]}
+            cs = [color[b] for b in bs]
+            assert len(cs) == len(set(cs))
+    assert len(start) - 1 < nbod          # an actual colouring, not one body per colour
+
+
+def test_body_pair_lists_are_exact():
+    rng = np.random.default_rng(4)
+    nbod, per = 12, 6
+    vbody = np.concatenate([np.repeat(np.arange(nbod), per), -np.ones(20, np.int64)]).astype(np.int32)
+    pids = _random_pairs(rng, len(vbody), 200)
+    s, k = body_pair_lists(pids, vbody, nbod)
+    for b in range(nbod):
+        expect = [i for i in range(len(pids)) if (vbody[pids[i]] == b).any()]
+        assert sorted(k[s[b]:s[b + 1]].tolist()) == expect
+
+
+def _pile_state():
+    """Two stacks of three boxes side by side, 2 mm apart, settled for 3 frames; then the inputs of
+    one body pass exactly as BlockDescentStepper.step builds them."""
+    bs = []
+    for i in range(6):
+        col, lev = divmod(i, 3)
+        bs.append(stiff_box(f"b{i}", (0.1, 0.1, 0.1), (0.102 * col, 0.001 * lev, 0.0505 + 0.1012 * lev)))
+    run = Run(scene(*bs, ground(), solver_quality="fast", frame_end=5))
+    run.advance(3)
+    st = run.b.stepper
+    s, N, h = st.s, st.s.n, st.h
+    x_n = st.x.copy()
+    y = x_n.copy()
+    st.affine.inertia_target(x_n, st.v, h, st.gravity, y)
+    target = y.copy()
+    x = x_n.copy()
+    ct = st.contact
+    det = detect(x[:N], ct.mesh, st._query_radius(x[:N], st.affine.query_targets(y, target)), ct.dhat,
+                 st.on_surface, st.gamma, st.pairs)
+    CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), ct.dhat, ct.kappa)
+    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
+    FR = st._friction_tuple(x_n[:N], EPS_V * h)
+    return st, x, y, target, CT, BD, FR
+
+
+def test_colours_on_threads_equal_sequential_updates():
+    """One body pass on 2 threads gives bit for bit the result on 1 thread (bodies of one colour have
+    separable objectives and write disjoint rows), and the colouring does run bodies side by side."""
+    st, x, y, target, CT, BD, FR = _pile_state()
+    N = st.s.n
+    AB0 = st.affine.tuple(x, y, target)
+    vbody, presc = AB0[10], AB0[11]
+    start, bodies = body_colors(CT[0], FR[0], vbody, presc, len(presc))
+    assert np.diff(start).max() >= 2
+    assert len(CT[0]) > 0 and len(FR[0]) > 0
+    results = []
+    old = numba.get_num_threads()
+    for threads in (1, 2):
+        xz, tz, yz = x.copy(), target.copy(), y.copy()
+        AB = st.affine.tuple(xz, yz, tz)
+        out = np.zeros(3)
+        numba.set_num_threads(threads)
+        try:
+            for _ in range(3):
+                affine_sweep(xz[:N], tz[:N], 1.0 / st.h ** 2, BD, CT, FR, AB, 1e-7, out, threads > 1)
+        finally:
+            numba.set_num_threads(old)
+        results.append(xz)
+    assert np.abs(results[0] - x).max() > 0.0
+    assert np.array_equal(results[0], results[1])
+
+
+def test_body_gradient_is_the_derivative_of_its_energy():
+    """Central differences of E_b (inertia, orthogonality, barrier and friction over the body's pair
+    lists) match body_grad_hess's gradient for every body of the settled pile."""
+    st, x, y, target, CT, BD, FR = _pile_state()
+    N = st.s.n
+    AB = st.affine.tuple(x, y, target)
+    vbody = AB[10]
+    nbod = len(AB[11])
+    bl = (*body_pair_lists(CT[0], vbody, nbod), *body_pair_lists(FR[0], vbody, nbod))
+    inv_h2 = 1.0 / st.h ** 2
+    zb, yb = AB[0], AB[1]
+    X, pos, a, wi, wj = np.empty(12), np.empty(3), np.empty(9), np.empty(4), np.empty(4)
+    g, H = np.empty(12), np.empty((12, 12))
+    touched = 0
+    for b in range(nbod):
+        q = zb[4 * b:4 * b + 4].copy()
+        yq = yb[4 * b:4 * b + 4]
+        touched += bl[1][bl[0][b]:bl[0][b + 1]].size > 0
+        body_grad_hess(b, q, x[:N], yq, inv_h2, AB, CT, FR, bl, g, H, new_scratch(), X, pos, a, wi, wj)
+        eps = 1e-9                       # the central-difference error falls as eps^2 down to here
+        fd = np.zeros(12)
+        for i in range(12):
+            qp, qm = q.copy(), q.copy()
+            qp.reshape(-1)[i] += eps
+            qm.reshape(-1)[i] -= eps
+            fd[i] = (body_energy(b, qp, x[:N], yq, inv_h2, AB, CT, FR, bl, X, pos, a)
+                     - body_energy(b, qm, x[:N], yq, inv_h2, AB, CT, FR, bl, X, pos, a)) / (2 * eps)
+        assert np.abs(fd - g).max() < 1e-6 * np.abs(g).max(), (b, fd, g)
+        assert np.linalg.eigvalsh(0.5 * (H + H.T)).min() > 0.0
+    assert touched == nbod
