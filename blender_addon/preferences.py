@@ -58,27 +58,14 @@ class ClearancePreferences(bpy.types.AddonPreferences):
             row.active = bool(self.server_key.strip())   # a client key only means something with encryption
             row.prop(self, "client_key")
         else:
-            from . import solver_launch   # imported here: solver_launch imports this module
-            icon, text = solver_launch.describe(self)
-            box = layout.box()
-            box.label(text=text, icon=icon)
-            setup = solver_launch.current_setup()
-            if setup is not None and setup.poll():
-                box.progress(factor=setup.fraction, text=setup.status_text())
-                box.operator("clearance.cancel_setup", icon="CANCEL")
-            else:
-                if setup is not None and setup.error:
-                    for line in _wrap(setup.status_text(), 70):
-                        box.label(text=line, icon="BLANK1")
-                row = box.row()
-                row.operator("clearance.install_solver", icon="IMPORT")
-                row.operator("clearance.install_solver", text="Reinstall", icon="FILE_REFRESH").reinstall = True
+            draw_install_status(layout, self, width=70, full=True)
             layout.prop(self, "wheel_folder")
             layout.prop(self, "python_executable")
         layout.prop(self, "timeout")
 
 
-def _wrap(text: str, width: int) -> list:
+def wrap_lines(text: str, width: int) -> list:
+    """Split a message into label-sized lines of at most ``width`` characters, at spaces."""
     lines, line = [], ""
     for word in text.split():
         if line and len(line) + 1 + len(word) > width:
@@ -87,6 +74,30 @@ def _wrap(text: str, width: int) -> list:
         else:
             line = f"{line} {word}" if line else word
     return lines + ([line] if line else [])
+
+
+def draw_install_status(layout, prefs: "ClearancePreferences", width: int, full: bool) -> None:
+    """Where the local server's solver comes from and Install Solver, drawn in these preferences
+    (``full``: in a box, with the running install's progress and Cancel, and Reinstall) and in the
+    Server panel (compact)."""
+    from . import solver_launch   # imported here: solver_launch imports this module
+    icon, text = solver_launch.describe(prefs)
+    col = layout.box() if full else layout.column()
+    for i, line in enumerate(wrap_lines(text, width)):
+        col.label(text=line, icon=icon if i == 0 else "BLANK1")
+    setup = solver_launch.current_setup()
+    running = setup is not None and setup.poll()
+    if running and full:
+        col.progress(factor=setup.fraction, text=setup.status_text())
+        col.operator("clearance.cancel_setup", icon="CANCEL")
+        return
+    if setup is not None and setup.error and not running:
+        for line in wrap_lines(setup.status_text(), width):
+            col.label(text=line, icon="BLANK1")
+    row = col.row()
+    row.operator("clearance.install_solver", icon="IMPORT")
+    if full:
+        row.operator("clearance.install_solver", text="Reinstall", icon="FILE_REFRESH").reinstall = True
 
 
 def get(context=None) -> "ClearancePreferences | None":

@@ -107,11 +107,11 @@ class CLEARANCE_PT_bake(ClearancePanelBase, bpy.types.Panel):
             layout.progress(factor=s.progress, text=s.status or "")
         if s.last_error:
             box = layout.box()
-            for i, line in enumerate(_wrap(s.last_error, 60)):
+            for i, line in enumerate(preferences.wrap_lines(s.last_error, 60)):
                 box.label(text=line, icon="ERROR" if i == 0 else "BLANK1")
         if s.last_warning and not s.is_baking:   # frames that did not converge (bake_session.py)
             box = layout.box()
-            for i, line in enumerate(_wrap(s.last_warning, 60)):
+            for i, line in enumerate(preferences.wrap_lines(s.last_warning, 60)):
                 box.label(text=line, icon="INFO" if i == 0 else "BLANK1")
 
 
@@ -168,27 +168,7 @@ class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
             row.operator("clearance.server_start", text="", icon="PLAY")
         prefs = preferences.get(context)
         if prefs is not None and prefs.server_mode == "EMBEDDED":
-            icon, text = solver_launch.describe(prefs)
-            col = layout.column()
-            for i, line in enumerate(_wrap(text, 60)):
-                col.label(text=line, icon=icon if i == 0 else "BLANK1")
-            setup = solver_launch.current_setup()
-            if setup is not None and setup.error and not setup.poll():
-                for line in _wrap(setup.status_text(), 60):
-                    col.label(text=line, icon="BLANK1")
-            col.operator("clearance.install_solver", icon="IMPORT")
-
-
-def _wrap(text: str, width: int) -> list:
-    """Split a message into label-sized lines at spaces."""
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return lines + ([line] if line else [])
+            preferences.draw_install_status(layout, prefs, width=60, full=False)
 
 
 _classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_bake,
