@@ -28,6 +28,10 @@ particles sampled inside the closed mesh. ``collider``: prescribed motion, never
 
 ELASTIC_MODELS = ("neo_hookean", "stable_neo_hookean", "fixed_corotated", "stvk")
 MPM_MATERIALS = ("elastic", "snow", "sand", "water", "mud")
+ELEMENTS = ("linear", "quadratic")
+"""Finite elements of a solid (``Material.element``): ``linear`` 4-node tets (cheap, stiff in bending:
+a 20x2x2-cell beam sags about half as far as it should), ``quadratic`` 10-node tets (bend correctly
+at coarse resolution; Accurate solver only). docs/solver.md, "Quadratic tetrahedra"."""
 BACKENDS = ("ipc", "mpm", "none")
 SOLVER_QUALITIES = ("fast", "accurate")
 """IPC solver families (``Settings.solver_quality``). ``fast``: per-vertex block descent with
@@ -44,6 +48,8 @@ of ``domain_min..domain_max`` (Coulomb friction ``Settings.friction``)."""
 MPM_DOMAIN_OF_OLD_SCENES = "box"
 """What a scene without ``mpm_domain`` means: before protocol 1.2 the domain box always had walls."""
 GRAIN_SIZE_OF_OLD_SCENES = 0.0
+ELEMENT_OF_OLD_SCENES = "linear"
+"""What a material without ``element`` means: before protocol 1.3 every solid was linear tets."""
 """What a material without ``grain_size`` means: before protocol 1.2 sand friction was
 rate-independent (grain_size 0 switches the mu(I) rheology off)."""
 
@@ -163,6 +169,7 @@ class Material:
     viscosity: float = 0.0             # Pa*s (water, mud)
     yield_stress: float = 1.0e3        # Pa (mud, von Mises)
     grain_size: float = 1.0e-3         # m, sand mu(I) rheology (0: rate-independent); absent on the wire: 0
+    element: str = "linear"            # solid tets, one of ELEMENTS (since protocol 1.3; absent: linear)
 
     def validate(self, obj: str) -> None:
         """Refuse NaN, infinity and values outside :data:`MATERIAL_RANGES` (SceneError naming
@@ -172,6 +179,8 @@ class Material:
             check_range(getattr(self, name), rng, obj, name, f"{obj}: material {name}")
         if self.model not in ELASTIC_MODELS:
             raise SceneError(f"{obj}: unknown elastic model {self.model!r}; use one of {ELASTIC_MODELS}", obj, "model")
+        if self.element not in ELEMENTS:
+            raise SceneError(f"{obj}: unknown element {self.element!r}; use one of {ELEMENTS}", obj, "element")
         if self.mpm_material not in MPM_MATERIALS:
             raise SceneError(f"{obj}: unknown MPM material {self.mpm_material!r}; use one of {MPM_MATERIALS}", obj, "mpm_material")
 

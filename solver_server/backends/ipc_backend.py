@@ -30,6 +30,8 @@ class IPCBackend(Backend):
         super().__init__(scene, progress)
         scene.validate()
         st = scene.settings
+        if getattr(st, "solver_quality", "accurate") == "fast":
+            _refuse_quadratic_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
         _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
@@ -173,7 +175,7 @@ def _choose_threads(system, fast: bool = False) -> None:
     are long enough to pay for the threads from a few thousand vertices."""
     import numba
     el = system.elastic
-    n = len(el.tets) + len(el.tris) + len(el.shells) + len(el.rod_edges) + len(el.rod_bends)
+    n = len(el.tets) + len(el.tets10) + len(el.tris) + len(el.shells) + len(el.rod_edges) + len(el.rod_bends)
     numba.set_num_threads(1 if n < SMALL_PROBLEM and not fast else numba.config.NUMBA_NUM_THREADS)
 
 
@@ -203,6 +205,15 @@ def _edge_triangle_point(x: np.ndarray, e: np.ndarray, f: np.ndarray) -> np.ndar
         return 0.5 * (p0 + p1)
     t = min(max(float(n @ (a - p0)) / den, 0.0), 1.0)
     return p0 + t * (p1 - p0)
+
+
+def _refuse_quadratic_in_fast(scene: Scene) -> None:
+    """The Fast (block-descent) solver has linear tets only: name the first quadratic solid."""
+    for b in scene.bodies:
+        if b.role == "solid" and getattr(b.material, "element", "linear") == "quadratic":
+            raise SceneError(f"{b.name}: quadratic tetrahedra (Element: Quadratic) need the Accurate solver; set "
+                             "Solver to Accurate, or the object's Element to Linear for the Fast solver",
+                             b.name, "element")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

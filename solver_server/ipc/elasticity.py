@@ -1,4 +1,5 @@
-"""All internal elastic energies of the scene in one place: tets (solids), membranes + shell bending (cloth),
+"""All internal elastic energies of the scene in one place: tets (solids; linear 4-node or quadratic 10-node,
+elastic_tet10.py), membranes + shell bending (cloth),
 stretch + bending (rods). Gives the total energy (J), gradient (3N,) and the PSD-projected Hessian as
 COO triplets over the global vertex array. Hessian index patterns are computed once."""
 from __future__ import annotations
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import bending, elastic_tet, membrane, rod_stretch, shell_bending
+from . import bending, elastic_tet, elastic_tet10, membrane, rod_stretch, shell_bending
 from .contact.threads import threads_for
 from .fem_common import hessian_pattern, scatter_gradient
 
@@ -27,6 +28,12 @@ class ElasticTerms:
     tet_mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tet_lam: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tet_model: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    tets10: np.ndarray = field(default_factory=lambda: _empty(10))  # quadratic tets (elastic_tet10.py)
+    tet10_Dm_inv: np.ndarray = field(default_factory=lambda: np.zeros((0, 3, 3)))
+    tet10_vol: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tet10_mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tet10_lam: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tet10_model: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     tris: np.ndarray = field(default_factory=lambda: _empty(3))
     tri_Dm_inv: np.ndarray = field(default_factory=lambda: np.zeros((0, 2, 2)))
     tri_area: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -47,7 +54,7 @@ class ElasticTerms:
         self._patterns = None
 
     def _groups(self):
-        return [("tets", self.tets), ("tris", self.tris), ("shells", self.shells),
+        return [("tets", self.tets), ("tets10", self.tets10), ("tris", self.tris), ("shells", self.shells),
                 ("rod_edges", self.rod_edges), ("rod_bends", self.rod_bends)]
 
     def patterns(self) -> tuple:
@@ -87,6 +94,8 @@ class ElasticTerms:
         if len(self.tets):
             e += elastic_tet.tet_energy(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu, self.tet_lam,
                                         self.tet_model)
+        if len(self.tets10):
+            e += elastic_tet10.tet10_energy(x, *self._t10())
         if len(self.tris):
             e += membrane.membrane_energy(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu, self.tri_lam,
                                           self.tri_thick)
@@ -105,6 +114,8 @@ class ElasticTerms:
             ge = elastic_tet.tet_gradient_elems(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu,
                                                 self.tet_lam, self.tet_model)
             g += scatter_gradient(ge, self.tets, n)
+        if len(self.tets10):
+            g += scatter_gradient(elastic_tet10.tet10_gradient_elems(x, *self._t10()), self.tets10, n)
         if len(self.tris):
             ge = membrane.membrane_gradient_elems(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu,
                                                   self.tri_lam, self.tri_thick)
@@ -125,6 +136,8 @@ class ElasticTerms:
         if len(self.tets):
             vals.append(elastic_tet.tet_hessian_elems(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu,
                                                       self.tet_lam, self.tet_model, project).reshape(-1))
+        if len(self.tets10):
+            vals.append(elastic_tet10.tet10_hessian_elems(x, *self._t10(), project).reshape(-1))
         if len(self.tris):
             vals.append(membrane.membrane_hessian_elems(x, self.tris, self.tri_Dm_inv, self.tri_area, self.tri_mu,
                                                         self.tri_lam, self.tri_thick, project).reshape(-1))
@@ -138,8 +151,17 @@ class ElasticTerms:
         rows, cols = self.patterns()
         return rows, cols, (np.concatenate(vals) if vals else np.zeros(0))
 
+    def _t10(self) -> tuple:
+        return (self.tets10, self.tet10_Dm_inv, self.tet10_vol, self.tet10_mu, self.tet10_lam, self.tet10_model)
+
     def min_tet_volume_ratio(self, x: np.ndarray) -> float:
-        """min over tets of current / rest volume (1 if no tets); <= 0 means an inverted tet."""
-        if not len(self.tets):
-            return 1.0
-        return float((elastic_tet.tet_volumes(x, self.tets) / self.tet_vol).min())
+        """min over tets of current / rest volume (1 if no tets); <= 0 means an inverted tet. For
+        quadratic tets: min of det F over each element's 14 check points (elastic_tet10.CHECK_L:
+        quadrature points, corners, mid-edges)."""
+        r = 1.0
+        if len(self.tets):
+            r = min(r, float((elastic_tet.tet_volumes(x, self.tets) / self.tet_vol).min()))
+        if len(self.tets10):
+            r = min(r, float(elastic_tet10.tet10_min_det(x, self.tets10, self.tet10_Dm_inv,
+                                                         elastic_tet10.CHECK_L).min()))
+        return r

@@ -6,7 +6,9 @@ Layout: bodies are stacked in scene order. A solid's block holds its tet nodes w
 vertices first (so output = the first n rows of the block, in the artist's order); cloth, rod and
 collider blocks are the mesh vertices. Units: SI (m, kg, s, Pa).
 
-Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model); stiff -> an affine
+Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model), linear tets or, with
+Material.element == "quadratic", 10-node tets (mid-edge nodes appended after the corner nodes, HRZ-lumped
+mass, contact on the artist's triangles split at the mid-edge nodes, see :func:`split_surface`); stiff -> an affine
 body (solver_server/abd/: 12 DOFs appended after the vertex rows, its surface vertices slaved through
 x = J q, see ipc/dof_map.py), or with ``affine=False`` (the Fast solver, which has no body DOFs yet)
 the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK
@@ -23,7 +25,7 @@ import numpy as np
 from protocol.scene import Body, Scene, SceneError
 from solver_server.scene.checks import check_solid, check_triangles, triangle_areas
 from solver_server.scene.tetmesh import tetrahedralize
-from . import bending, elastic_tet, membrane, shell_bending
+from . import bending, elastic_tet, elastic_tet10, membrane, shell_bending
 from .dof_map import DofMap
 from .elasticity import ElasticTerms
 from .isotropic_models import MODEL_IDS, lame
@@ -118,7 +120,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     xs, vs, ms, dyn, offs, vbody = [], [], [], [], [], []
     blocks = []
     faces, edges = [], []
-    tet_l, tri_l, hinge_l, rod_l, bend_l = [], [], [], [], []
+    tet_l, tet10_l, tri_l, hinge_l, rod_l, bend_l = [], [], [], [], [], []
     fr, sc, stc = [], [], []
     bc_idx, bc_s = [], []
     abd_specs, abd_anim, abd_vel = [], [], []
@@ -148,15 +150,21 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         elif body.role in ("solid", "stiff"):
             E = mat.youngs_modulus if body.role == "solid" else max(mat.youngs_modulus, STIFF_MODULUS)
             mesh, Dm_inv, vol = _solid(body, E, progress, (tet_spacing or {}).get(body.name))
-            nodes = mesh.nodes
             mu, lam = lame(E, mat.poisson_ratio)
             T = len(mesh.tets)
-            tet_l.append((mesh.tets + off, Dm_inv, vol, np.full(T, mu), np.full(T, lam),
-                          np.full(T, MODEL_IDS[mat.model], np.int32)))
-            m = np.zeros(len(nodes))
-            np.add.at(m, mesh.tets.ravel(), np.repeat(mat.density * vol / 4.0, 4))
+            per_tet = (Dm_inv, vol, np.full(T, mu), np.full(T, lam), np.full(T, MODEL_IDS[mat.model], np.int32))
+            if body.role == "solid" and mat.element == "quadratic":
+                nodes, t10 = elastic_tet10.add_midedge_nodes(mesh.nodes, mesh.tets)
+                tet10_l.append((t10 + off,) + per_tet)
+                m = elastic_tet10.lumped_mass(t10, vol, mat.density, len(nodes))
+                faces.append(split_surface(tris, t10) + off)
+            else:
+                nodes = mesh.nodes
+                tet_l.append((mesh.tets + off,) + per_tet)
+                m = np.zeros(len(nodes))
+                np.add.at(m, mesh.tets.ravel(), np.repeat(mat.density * vol / 4.0, 4))
+                faces.append(tris + off)
             o = np.zeros(len(nodes))
-            faces.append(tris + off)
         elif body.role == "cloth":
             check_triangles(body.name, V, tris)
             nodes = V
@@ -227,6 +235,9 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     if tet_l:
         el.tets, el.tet_Dm_inv, el.tet_vol, el.tet_mu, el.tet_lam, el.tet_model = [
             np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet_l)]
+    if tet10_l:
+        el.tets10, el.tet10_Dm_inv, el.tet10_vol, el.tet10_mu, el.tet10_lam, el.tet10_model = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet10_l)]
     if tri_l:
         el.tris, el.tri_Dm_inv, el.tri_area, el.tri_mu, el.tri_lam, el.tri_thick = [
             np.ascontiguousarray(np.concatenate(z)) for z in zip(*tri_l)]
@@ -236,7 +247,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         el.rod_edges, el.rod_rest, el.rod_k = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*rod_l)]
     if bend_l:
         el.rod_bends, el.rod_kw, el.rod_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*bend_l)]
-    for name in ("tets", "tris", "shells", "rod_edges", "rod_bends"):
+    for name in ("tets", "tets10", "tris", "shells", "rod_edges", "rod_bends"):
         setattr(el, name, np.ascontiguousarray(getattr(el, name), np.int32))
     fc = np.concatenate(faces).astype(np.int32) if faces else np.zeros((0, 3), np.int32)
     ec = _face_edges(fc)
@@ -252,7 +263,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
                   vertex_body=np.concatenate(vbody), body_friction=np.array(fr, np.float64),
                   body_self_contact=np.array(sc, bool), body_static=np.array(stc, bool), bc_index=bc_index,
                   bc_samples=bc_samples, frame_start=st.frame_start,
-                  stats={"tets": int(len(el.tets)), "vertices": int(off)})
+                  stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off)})
     if abd_specs:
         _add_affine_bodies(sysm, abd_specs, abd_anim, abd_vel, F)
     return sysm
@@ -292,6 +303,41 @@ def _add_affine_bodies(s: System, specs: list, anims: list, vels: list, n_frames
     s.bc_index = np.concatenate(idx).astype(np.int64)
     s.bc_samples = np.concatenate(smp, axis=1)
     s.stats["affine_bodies"] = ab.n
+
+
+def split_surface(tris: np.ndarray, tets10: np.ndarray) -> np.ndarray:
+    """Contact triangles (k, 3) of a quadratic solid: each artist triangle split at the mid-edge nodes
+    of those of its edges that are tet edges (4 triangles when all three are, 3, 2 or 1 otherwise;
+    Delaunay may cut a flat quad along the other diagonal, so an artist edge need not be a tet edge).
+    Whether an edge is split depends on the edge alone, so neighbouring triangles agree and the split
+    surface is closed. Orientation is kept. Node indices as in ``tets10`` (corners = artist vertices)."""
+    N = int(tets10.max()) + 1
+    e = np.sort(tets10[:, elastic_tet10.EDGES].reshape(-1, 2).astype(np.int64), axis=1)
+    key, first = np.unique(e[:, 0] * N + e[:, 1], return_index=True)
+    mids = tets10[:, 4:].reshape(-1)[first]
+    out = []
+    for a, b, c in np.asarray(tris, np.int64):
+        m = []
+        for p, q in ((a, b), (b, c), (c, a)):
+            k = min(p, q) * N + max(p, q)
+            i = np.searchsorted(key, k)
+            m.append(int(mids[i]) if i < key.size and key[i] == k else -1)
+        mab, mbc, mca = m
+        n_mid = sum(v >= 0 for v in m)
+        if n_mid == 3:
+            out += [(a, mab, mca), (mab, b, mbc), (mca, mbc, c), (mab, mbc, mca)]
+        elif n_mid == 0:
+            out.append((a, b, c))
+        else:  # rotate so the split edges come first: (a, b) always split
+            v, mm = [a, b, c], [mab, mbc, mca]
+            r = next(i for i in range(3) if mm[i] >= 0 and (n_mid == 1 or mm[(i + 1) % 3] >= 0))
+            a2, b2, c2 = v[r], v[(r + 1) % 3], v[(r + 2) % 3]
+            m1, m2 = mm[r], mm[(r + 1) % 3]
+            if n_mid == 1:
+                out += [(a2, m1, c2), (m1, b2, c2)]
+            else:
+                out += [(m1, b2, m2), (a2, m1, m2), (a2, m2, c2)]
+    return np.array(out, np.int32).reshape(-1, 3)
 
 
 def _rest_d(kind: int, V: np.ndarray, stencils: np.ndarray) -> np.ndarray:
