@@ -10,7 +10,8 @@ business (Scene.validate raises SceneError with the body and field).
 Fields added by a minor version are listed in :data:`SETTINGS_SINCE`. Two rules keep older
 peers working: decoding a settings map without such a field gives the value an older peer
 meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mpm_domain`` absent ->
-"box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2), and encoding for
+"box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2; ``material.element``
+absent -> "linear", the only solid element before 1.3), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import (GRAIN_SIZE_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
+from .scene import (ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
                     Material, Scene, Settings)
 from .version import PROTOCOL_VERSION, version_str
 
@@ -36,9 +37,14 @@ SETTINGS_USED_BY = {"mpm_domain": ("mpm",)}
 """Settings fields only some backends read: for an older peer such a field is simply left out
 when the scene's backend does not use it (its value cannot change that peer's result)."""
 
-MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES)}
-"""Material fields added by a minor version, as SETTINGS_SINCE. Only granular sand reads them:
-for other bodies they are left out for an older peer whatever their value."""
+MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES),
+                  "element": ((1, 3), ELEMENT_OF_OLD_SCENES)}
+"""Material fields added by a minor version, as SETTINGS_SINCE. Each is read by some bodies only
+(:data:`MATERIAL_USED_BY`): for other bodies it is left out for an older peer whatever its value."""
+
+MATERIAL_USED_BY = {"grain_size": lambda b: b.role == "granular" and b.material.mpm_material == "sand",
+                    "element": lambda b: b.role == "solid"}
+"""Material field -> which bodies read it (a predicate on the Body)."""
 
 BODY_ARRAYS = {
     "vertices": ("<f8", False),
@@ -86,7 +92,7 @@ def _material_for(body: Any, peer_version: tuple) -> dict:
     for name, (since, implied) in MATERIAL_SINCE.items():
         if peer[0] != since[0] or peer >= since:
             continue
-        used = body.role == "granular" and body.material.mpm_material == "sand"
+        used = MATERIAL_USED_BY[name](body)
         if used and d[name] != implied:
             raise ProtocolError(
                 f"{body.name}: the server speaks protocol {version_str(peer)}, which predates the material's "
