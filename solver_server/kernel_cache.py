@@ -99,8 +99,12 @@ def active_dir() -> str:
 
 
 def is_writable() -> bool:
-    """True when :func:`active_dir` is a folder this process can write kernels into."""
+    """True when :func:`active_dir` is (or can be made) a folder this process can write kernels into."""
     path = active_dir()
+    try:
+        os.makedirs(path, exist_ok=True)   # numba makes a missing $NUMBA_CACHE_DIR itself
+    except OSError:
+        return False
     return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 

@@ -62,3 +62,13 @@ def test_unwritable_cache_folder_and_bad_quality_have_their_own_exit_codes(tmp_p
     assert "compiling solver kernels" not in r.stdout
     bad = _warmup(env, "--solver-quality", "slow")
     assert bad.returncode == 2 and "invalid choice: 'slow'" in bad.stderr
+    # a $NUMBA_CACHE_DIR that does not exist yet is made, as numba would (here under the file: refused)
+    r = _warmup(dict(env, NUMBA_CACHE_DIR=str(blocker / "numba")))
+    assert r.returncode == 3 and str(blocker / "numba") in r.stderr
+
+
+def test_a_missing_numba_cache_dir_is_created_not_refused(tmp_path, monkeypatch):
+    from solver_server import kernel_cache
+    folder = tmp_path / "new" / "numba"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(folder))
+    assert kernel_cache.is_writable() and folder.is_dir()
