@@ -192,7 +192,8 @@ def material_of(obj: bpy.types.Object) -> Material:
                     model=c.model, friction=c.friction, thickness=c.thickness,
                     bending_stiffness=c.bending_stiffness, damping=c.damping, mpm_material=c.mpm_material,
                     friction_angle=c.friction_angle, particle_spacing=c.particle_spacing,
-                    viscosity=c.viscosity, yield_stress=c.yield_stress, grain_size=c.grain_size)
+                    viscosity=c.viscosity, yield_stress=c.yield_stress, grain_size=c.grain_size,
+                    element=c.element)
 
 
 def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:

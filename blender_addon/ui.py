@@ -8,7 +8,7 @@ import bpy
 from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
-    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "friction", "damping"),
+    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping"),
     "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping"),
     "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
     "STIFF": ("density", "youngs_modulus", "friction"),
