@@ -34,6 +34,7 @@ class ElasticTerms:
     tet10_mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tet10_lam: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tet10_model: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    tet10_mixed: bool = True  # mean-dilatation volumetric term (elastic_tet10.py); False: plain 4-point rule
     tris: np.ndarray = field(default_factory=lambda: _empty(3))
     tri_Dm_inv: np.ndarray = field(default_factory=lambda: np.zeros((0, 2, 2)))
     tri_area: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -152,7 +153,8 @@ class ElasticTerms:
         return rows, cols, (np.concatenate(vals) if vals else np.zeros(0))
 
     def _t10(self) -> tuple:
-        return (self.tets10, self.tet10_Dm_inv, self.tet10_vol, self.tet10_mu, self.tet10_lam, self.tet10_model)
+        return (self.tets10, self.tet10_Dm_inv, self.tet10_vol, self.tet10_mu, self.tet10_lam, self.tet10_model,
+                bool(self.tet10_mixed))
 
     def min_tet_volume_ratio(self, x: np.ndarray) -> float:
         """min over tets of current / rest volume (1 if no tets); <= 0 means an inverted tet. For

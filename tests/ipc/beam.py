@@ -38,8 +38,9 @@ def box_mesh(size, cells, jitter: float = 0.0, seed: int = 0) -> tuple:
     return X, tets
 
 
-def elastic_terms(X, tets, E, nu, model="neo_hookean", quadratic=False) -> tuple:
-    """(nodes, ElasticTerms, per-node lumped mass for density 1) of the mesh, linear or quadratic."""
+def elastic_terms(X, tets, E, nu, model="neo_hookean", quadratic=False, mixed=True) -> tuple:
+    """(nodes, ElasticTerms, per-node lumped mass for density 1) of the mesh, linear or quadratic
+    (``mixed``: the quadratic element's mean-dilatation volumetric term, else the plain 4-point rule)."""
     mu, lam = lame(E, nu)
     if quadratic:
         nodes, t10 = elastic_tet10.add_midedge_nodes(X, tets)
@@ -47,7 +48,7 @@ def elastic_terms(X, tets, E, nu, model="neo_hookean", quadratic=False) -> tuple
         T = len(t10)
         el = ElasticTerms(n_verts=len(nodes), tets10=t10, tet10_Dm_inv=Dm_inv, tet10_vol=vol,
                           tet10_mu=np.full(T, mu), tet10_lam=np.full(T, lam),
-                          tet10_model=np.full(T, MODEL_IDS[model], np.int32))
+                          tet10_model=np.full(T, MODEL_IDS[model], np.int32), tet10_mixed=mixed)
         m = elastic_tet10.lumped_mass(t10, vol, 1.0, len(nodes))
     else:
         nodes = X
