@@ -34,6 +34,7 @@ AREAS = {
     "pbng": "bench_pbng.py",
     "coldstart": "bench_coldstart.py",
     "abd": "bench_abd.py",
+    "tet10": "bench_tet10.py",
 }
 TITLES = {
     "protocol": "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy",
@@ -44,6 +45,7 @@ TITLES = {
     "accurate": "Accurate path (Newton IPC): before / after the cheaper stopping rule, friction solve and Cholesky",
     "pbng": "Quasistatics: PBNG vs Newton on the seed's stretching block at equal residual",
     "coldstart": "Cold and warm start: the first bake compiles the solver kernels; compiling ahead",
+    "tet10": "Quadratic vs linear tetrahedra: cantilever against Euler-Bernoulli, cost per step",
     "abd": "Stiff bodies (ABD): 100 cubes of 1,016 vertices falling into a pile, Fast and Accurate vs Blender's rigid body (Bullet)",
 }
 
