@@ -8,7 +8,9 @@ The default scene (IPC): a cloth sheet falling onto a sphere and a floor, and a 
 dropped beside it. ``--scene sand`` (MPM): a box of sand (about 8 000 particles, 1 cm spacing)
 dropped on a tilted ramp; it slides down and spreads on the floor, rendered as spheres (with the
 emitter's material) by the particle object's Geometry Nodes (output in out/demo_sand unless
-``--out`` is given). The add-on is enabled from this checkout the way a user would (a local extensions repository),
+``--out`` is given). ``--scene presets`` (IPC): five 20 cm cubes, one per solid material preset
+(rubber, jelly, flesh, foam, and wood as a Stiff body), applied from the preset menu's operator and
+dropped on the floor: the jelly slumps under its own weight, the wood does not (out/demo_presets). The add-on is enabled from this checkout the way a user would (a local extensions repository),
 ``bpy.ops.clearance.bake()`` runs the same operator an artist presses (blocking in background mode;
 it starts a local solver server by itself), then the file is saved as ``clearance_demo.blend``
 (its animation lives in ``clearance_cache/*.pc2`` beside it, played by Mesh Cache modifiers, so it
@@ -60,15 +62,21 @@ def _bm_object(name: str, build, location=(0.0, 0.0, 0.0), rotation=(0.0, 0.0, 0
     return ob
 
 
-def build_scene(frames: int) -> dict:
-    """Floor + sphere colliders, a 24x24-quad cloth above the sphere, a soft cube beside it."""
-    import bmesh
+def _new_scene(frames: int) -> "bpy.types.Scene":
+    """An empty factory scene of ``frames`` frames at 24 fps, the add-on enabled."""
     import bpy
     bpy.ops.wm.read_factory_settings(use_empty=True)
     enable_addon()
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
     scene.render.fps = 24
+    return scene
+
+
+def build_scene(frames: int) -> dict:
+    """Floor + sphere colliders, a 24x24-quad cloth above the sphere, a soft cube beside it."""
+    import bmesh
+    scene = _new_scene(frames)
 
     floor = _bm_object("Floor", lambda bm: bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=1.5))
     sphere = _bm_object("Ball", lambda bm: bmesh.ops.create_uvsphere(bm, u_segments=24, v_segments=12, radius=0.25),
@@ -103,12 +111,7 @@ def build_scene(frames: int) -> dict:
 def build_sand_scene(frames: int) -> dict:
     """MPM: a 20 cm box of sand above a 25 degree ramp, both ramp and floor closed slabs (colliders)."""
     import bmesh
-    import bpy
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    enable_addon()
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    scene.render.fps = 24
+    scene = _new_scene(frames)
 
     # Closed slabs at least three grid cells thick (dx = 2 cm): MPM gives closed colliders an inside,
     # while an open sheet is only a one-cell shell that fast grains can cross.
@@ -133,6 +136,54 @@ def build_sand_scene(frames: int) -> dict:
     sand.data.materials.append(_material("SandMat", (0.76, 0.6, 0.36)))  # the particles render with it
     _camera_and_light(location=(0.35, -2.3, 1.25), target=(0.05, 0.0, 0.18))
     return {"floor": floor, "ramp": ramp, "sand": sand}
+
+
+def build_presets_scene(frames: int) -> dict:
+    """Floor + one 20 cm cube per solid preset (protocol/solid_presets.py), 5 cm above the floor, each
+    set through the add-on's Apply Material Preset operator, with its name written in front of it."""
+    import bmesh
+    import bpy
+    scene = _new_scene(frames)
+    from protocol.solid_presets import SOLID_PRESETS   # importable once the add-on is enabled
+    floor = _bm_object("Floor", lambda bm: bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=3.0))
+    floor.clearance.role = "COLLIDER"
+    floor.data.materials.append(_material("FloorMat", (0.55, 0.55, 0.58)))
+    colours = {"rubber": (0.08, 0.08, 0.09), "jelly": (0.85, 0.15, 0.2), "flesh": (0.9, 0.62, 0.5),
+               "foam": (0.95, 0.85, 0.35), "wood": (0.55, 0.36, 0.18)}
+    objects = {"floor": floor}
+    for i, name in enumerate(SOLID_PRESETS):
+        x = 0.42 * (i - (len(SOLID_PRESETS) - 1) / 2)
+        ob = _bm_object(name.capitalize(), _subdivided_cube, location=(x, 0.0, 0.15))
+        ob.clearance.role = "STIFF" if name == "wood" else "SOLID"
+        with bpy.context.temp_override(object=ob, active_object=ob):
+            bpy.ops.clearance.solid_preset(preset=name)
+        ob.data.materials.append(_material(f"{name}Mat", colours.get(name, (0.5, 0.5, 0.5))))
+        label = bpy.data.objects.new(f"{name}_label", bpy.data.curves.new(f"{name}_label", "FONT"))
+        label.data.body, label.data.align_x, label.data.size = name, "CENTER", 0.07
+        label.location, label.rotation_euler = (x, -0.2, 0.001), (math.radians(20), 0.0, 0.0)
+        label.data.materials.append(_material("LabelMat", (0.05, 0.05, 0.05)))
+        scene.collection.objects.link(label)
+        objects[name] = ob
+    s = scene.clearance
+    s.friction = 0.5
+    # Accurate: Fast's fixed sweep budget leaves the stiff rubber cube 3.5 mm shorter at rest (measured,
+    # 36 frames) where its E gives 0.14 mm; the soft presets agree in both.
+    s.solver_quality = "ACCURATE"
+    s.cache_folder = "//clearance_cache/"
+    _camera_and_light(location=(0.0, -3.1, 1.15), target=(0.0, 0.0, 0.08))
+    return objects
+
+
+def _subdivided_cube(bm) -> None:
+    """A 20 cm cube whose faces are 3x3 quads, so the soft ones can bulge."""
+    import bmesh
+    bmesh.ops.create_cube(bm, size=0.2)
+    bmesh.ops.subdivide_edges(bm, edges=bm.edges[:], cuts=2, use_grid_fill=True)
+
+
+def heights(objects: dict, frames: list, names) -> dict:
+    """Height (top minus bottom, m) of each named object at the given frames (from the baked playback)."""
+    return {objects[n].name: [float(z.max() - z.min()) for z in _world_z(objects[n], frames)] for n in names}
 
 
 def sand_summary(objects: dict, frames: list) -> dict:
@@ -210,44 +261,47 @@ def render(out_dir: str, frames: list) -> list:
     return paths
 
 
-def lowest_points(objects: dict, frames: list) -> dict:
+def lowest_points(objects: dict, frames: list, names=("cloth", "jelly")) -> dict:
     """Lowest world z of each simulated object at the given frames (from the baked playback)."""
+    return {objects[n].name: [float(z.min()) for z in _world_z(objects[n], frames)] for n in names}
+
+
+def _world_z(ob, frames: list) -> list:
+    """World z of every evaluated vertex of ``ob`` at each frame."""
     import bpy
     import numpy as np
-    out = {}
-    scene = bpy.context.scene
-    for name in ("cloth", "jelly"):
-        ob = objects[name]
-        zs = []
-        for f in frames:
-            scene.frame_set(f)
-            ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-            me = ev.to_mesh()
-            co = np.empty(len(me.vertices) * 3, np.float32)
-            me.vertices.foreach_get("co", co)
-            m = np.array(ev.matrix_world)
-            ev.to_mesh_clear()
-            world = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
-            zs.append(float(world[:, 2].min()))
-        out[ob.name] = zs
+    out = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        me = ev.to_mesh()
+        co = np.empty(len(me.vertices) * 3, np.float32)
+        me.vertices.foreach_get("co", co)
+        m = np.array(ev.matrix_world)
+        ev.to_mesh_clear()
+        out.append((co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3])[:, 2])
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scene", choices=("default", "sand"), default="default",
-                    help="default: cloth + soft cube (IPC); sand: sand on a ramp (MPM)")
-    ap.add_argument("--out", default=None, help="output folder (default out/demo, out/demo_sand for --scene sand)")
+    ap.add_argument("--scene", choices=("default", "sand", "presets"), default="default",
+                    help="default: cloth + soft cube (IPC); sand: sand on a ramp (MPM); presets: a cube per solid "
+                         "material preset (IPC)")
+    ap.add_argument("--out", default=None, help="output folder (default out/demo, or out/demo_<scene>)")
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--no-render", action="store_true")
     args = ap.parse_args(argv)
     sand = args.scene == "sand"
-    out = os.path.abspath(args.out or os.path.join(ROOT, "out", "demo_sand" if sand else "demo"))
+    out = os.path.abspath(args.out or os.path.join(ROOT, "out", "demo" if args.scene == "default" else
+                                                   f"demo_{args.scene}"))
     os.makedirs(out, exist_ok=True)
 
     import bpy
-    objects = build_sand_scene(args.frames) if sand else build_scene(args.frames)
-    blend = os.path.join(out, "clearance_demo_sand.blend" if sand else "clearance_demo.blend")
+    build = {"default": build_scene, "sand": build_sand_scene, "presets": build_presets_scene}[args.scene]
+    objects = build(args.frames)
+    blend = os.path.join(out, "clearance_demo.blend" if args.scene == "default" else
+                         f"clearance_demo_{args.scene}.blend")
     bpy.ops.wm.save_as_mainfile(filepath=blend)   # "//clearance_cache/" now resolves beside it
     t0 = time.perf_counter()
     result = bpy.ops.clearance.bake()
@@ -262,6 +316,9 @@ def main(argv=None) -> int:
     if sand:
         for what, values in sand_summary(objects, check).items():
             print(f"demo: sand particles: {what} at frames {check}: " + ", ".join(f"{v:.3f} m" for v in values))
+    elif args.scene == "presets":
+        for name, hs in heights(objects, check, [n for n in objects if n != "floor"]).items():
+            print(f"demo: {name}: height at frames {check}: " + ", ".join(f"{h * 1000:.1f} mm" for h in hs))
     else:
         for name, zs in lowest_points(objects, check).items():
             print(f"demo: {name}: lowest z at frames {check}: " + ", ".join(f"{z:.3f} m" for z in zs))
