@@ -30,14 +30,14 @@ def _cache_folder(env) -> str:
 
 
 def test_warmup_prints_each_kernel_and_a_summary_then_if_cold_compiles_nothing(tmp_path):
-    env = _nearly_warm_env(tmp_path)
+    env = _nearly_warm_env(tmp_path, rebuilt=("winding.*",))   # a few kernels only: keeps the test short
     r = _warmup(env)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     kernel_lines = [x for x in lines if KERNEL_LINE.fullmatch(x)]
     counts = _counts(kernel_lines)
     assert counts and counts == list(range(1, len(counts) + 1)), r.stdout
-    assert any(x.split(": ")[1].split(".")[0] in ("elastic_tet", "fem_common", "winding") for x in kernel_lines)
+    assert any(x.split(": ")[1].startswith("winding.") for x in kernel_lines), kernel_lines
     m = SUMMARY.fullmatch(lines[-1])
     assert m, lines[-3:]
     assert int(m.group(1)) == len(kernel_lines)

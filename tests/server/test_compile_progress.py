@@ -68,12 +68,13 @@ kernels is linked into them and would never be compiled on its own)."""
 KERNEL_LINE = re.compile(r"compiling solver kernels (\d+)(/~\d+)?: \S+ \(\d+ s\)")
 
 
-def _nearly_warm_env(tmp_path) -> dict:
+def _nearly_warm_env(tmp_path, rebuilt=REBUILT) -> dict:
     """Environment of a process whose kernel cache holds every kernel this environment has compiled
-    except those of a few modules (REBUILT), so it really compiles a few kernels and nothing else.
-    Copies the cache the other tests use (``$NUMBA_CACHE_DIR`` or the fingerprinted folder)."""
+    except those of a few modules (``rebuilt``, cache file patterns), so it really compiles a few
+    kernels and nothing else. Copies the cache the other tests use (``$NUMBA_CACHE_DIR`` or the
+    fingerprinted folder)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    skip = shutil.ignore_patterns("warm-*", "compile_counts.json", *REBUILT)
+    skip = shutil.ignore_patterns("warm-*", "compile_counts.json", *rebuilt)
     if os.environ.get("NUMBA_CACHE_DIR"):
         src = os.environ["NUMBA_CACHE_DIR"]
         dst = tmp_path / "numba"
