@@ -33,7 +33,8 @@ ELEMENT_ITEMS = [
     ("linear", "Linear", "4-node tetrahedra: cheapest; bends too stiffly at coarse resolution (a beam of 20x2x2 "
      "cells sags about half as far as it should)"),
     ("quadratic", "Quadratic", "10-node tetrahedra: bends and bulges correctly at coarse resolution (within 5% of "
-     "beam theory at 10x2x2 cells); about 4x the cost per step. Accurate solver only"),
+     "beam theory at 10x2x2 cells, also for nearly incompressible rubber and jelly); 2-10x the cost per step. "
+     "Accurate solver only"),
 ]
 """ClearanceObjectSettings.element; export sends the identifier (protocol ELEMENTS)."""
 

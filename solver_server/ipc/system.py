@@ -311,33 +311,32 @@ def split_surface(tris: np.ndarray, tets10: np.ndarray) -> np.ndarray:
     Delaunay may cut a flat quad along the other diagonal, so an artist edge need not be a tet edge).
     Whether an edge is split depends on the edge alone, so neighbouring triangles agree and the split
     surface is closed. Orientation is kept. Node indices as in ``tets10`` (corners = artist vertices)."""
-    N = int(tets10.max()) + 1
+    tris = np.asarray(tris, np.int64)
+    N = int(max(tets10.max(), tris.max())) + 1
     e = np.sort(tets10[:, elastic_tet10.EDGES].reshape(-1, 2).astype(np.int64), axis=1)
     key, first = np.unique(e[:, 0] * N + e[:, 1], return_index=True)
-    mids = tets10[:, 4:].reshape(-1)[first]
+    mids = tets10[:, 4:].reshape(-1)[first].astype(np.int64)
+    a, b = tris, np.roll(tris, -1, axis=1)  # edges (v0,v1), (v1,v2), (v2,v0)
+    k = np.minimum(a, b) * N + np.maximum(a, b)
+    i = np.minimum(np.searchsorted(key, k), key.size - 1)
+    m = np.where(key[i] == k, mids[i], -1)  # (T, 3) mid-edge node of each edge or -1
+    has = m >= 0
+    n_mid = has.sum(axis=1)
+    # rotate each triangle so that its split edges come first: edge 0 split (and edge 1 when two are)
+    r = np.where(n_mid == 1, np.argmax(has, axis=1), (np.argmin(has, axis=1) + 1) % 3)
+    idx = (r[:, None] + np.arange(3)) % 3
+    v = np.take_along_axis(tris, idx, axis=1)
+    mm = np.take_along_axis(m, idx, axis=1)
+    v0, v1, v2, m0, m1, m2 = v[:, 0], v[:, 1], v[:, 2], mm[:, 0], mm[:, 1], mm[:, 2]
     out = []
-    for a, b, c in np.asarray(tris, np.int64):
-        m = []
-        for p, q in ((a, b), (b, c), (c, a)):
-            k = min(p, q) * N + max(p, q)
-            i = np.searchsorted(key, k)
-            m.append(int(mids[i]) if i < key.size and key[i] == k else -1)
-        mab, mbc, mca = m
-        n_mid = sum(v >= 0 for v in m)
-        if n_mid == 3:
-            out += [(a, mab, mca), (mab, b, mbc), (mca, mbc, c), (mab, mbc, mca)]
-        elif n_mid == 0:
-            out.append((a, b, c))
-        else:  # rotate so the split edges come first: (a, b) always split
-            v, mm = [a, b, c], [mab, mbc, mca]
-            r = next(i for i in range(3) if mm[i] >= 0 and (n_mid == 1 or mm[(i + 1) % 3] >= 0))
-            a2, b2, c2 = v[r], v[(r + 1) % 3], v[(r + 2) % 3]
-            m1, m2 = mm[r], mm[(r + 1) % 3]
-            if n_mid == 1:
-                out += [(a2, m1, c2), (m1, b2, c2)]
-            else:
-                out += [(m1, b2, m2), (a2, m1, m2), (a2, m2, c2)]
-    return np.array(out, np.int32).reshape(-1, 3)
+    s = n_mid == 3
+    out += [np.stack(t, 1)[s] for t in ((v0, m0, m2), (m0, v1, m1), (m2, m1, v2), (m0, m1, m2))]
+    s = n_mid == 2
+    out += [np.stack(t, 1)[s] for t in ((m0, v1, m1), (v0, m0, m1), (v0, m1, v2))]
+    s = n_mid == 1
+    out += [np.stack(t, 1)[s] for t in ((v0, m0, v2), (m0, v1, v2))]
+    out.append(tris[n_mid == 0])
+    return np.concatenate(out).astype(np.int32)
 
 
 def _rest_d(kind: int, V: np.ndarray, stencils: np.ndarray) -> np.ndarray:
