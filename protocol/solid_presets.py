@@ -10,7 +10,8 @@ tabulated in docs/solver.md "Solid presets":
   shear modulus G of about 0.4 MPa for lightly cross-linked natural rubber; rubber's bulk modulus is
   thousands of times G, so E = 3G (Hertz, "Elastomers - an engineering material", Rubber Chem. Technol.
   80 (2007)). E = 1.5 MPa (G = 0.5 MPa). The bulk modulus (~2 GPa) makes nu = 0.4999; 0.49 is the
-  preset (the panel's limit is 0.499: closer to 0.5 the linear tetrahedra lock, see docs/solver.md).
+  preset (the panel's limit is 0.499). At 0.49 linear tetrahedra lock in bending: use Element
+  Quadratic for rubber that bends (docs/solver.md, "Solid presets").
   Density 1100 kg/m³ (unfilled natural rubber 930, filled compounds 1100-1200).
 - jelly: a dessert gelatin gel. Czerner et al., "Determination of elastic modulus of gelatin gels by
   indentation experiments", Procedia Materials Science 8 (2015) 287-296: gelatin gels lie in the
