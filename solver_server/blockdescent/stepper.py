@@ -24,6 +24,7 @@ from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, PairCache, detect
 from .dihedral_cache import dihedral_table
 from .incidence import color_arrays, element_tuple, incidence
+from .inertial_guess import inertial_guess, predicted_positions
 from .sweep import initial_guess, run_sweeps
 
 PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
@@ -35,6 +36,7 @@ SWEEP_PARALLEL_MIN_VERTICES = 2000  # sweeps run on numba's threads from this ma
 SWEEP_BUSY_OTHERS = 0.5  # ... when the load average (our own busy thread counts ~1) leaves >= half a core
                          # idle: a sweep batch is long enough (tens of ms) that a starved worker costs
                          # less than the second core gains (measured: 64^2 drape, load ~1.0-1.4)
+INERTIAL_GUESS = True  # start each step from inertial_guess (CCD per vertex) instead of the first detection's balls
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
@@ -53,6 +55,7 @@ class BlockDescentStepper:
         self.gamma = float(gamma)
         self.x = sys.z0.copy()   # the DOF array z: N vertex rows, then 4 rows per affine body
         self.v = sys.vz0.copy()
+        self.v_prev = None      # vertex velocities of the step before (m/s), for predicted_positions
         n = sys.n
         el = sys.elastic
         self.n_elements = el.n_elements()
@@ -160,6 +163,10 @@ class BlockDescentStepper:
         big = 0.0
         min_d = float("inf")
         first = True
+        if ct is not None and INERTIAL_GUESS:
+            # the start: every free vertex as far along its predicted move as CCD allows (inertial_guess.py)
+            guess = predicted_positions(x_n[:N], self.v[:N], self.v_prev, h, self.gravity, dyn)
+            x[:], _, _ = inertial_guess(x, guess, dyn, ct.mesh, self.EL[14])
         with threads_for(self.s.n, SWEEP_PARALLEL_MIN_VERTICES, SWEEP_BUSY_OTHERS):
             extra = PRESCRIBED_EXTRA * self.max_sweeps
             while left > 0 or (extra > 0 and not self._arrived(xz, tz)):
@@ -176,7 +183,8 @@ class BlockDescentStepper:
                     CT = self._empty_contact(0.0, 0.0)
                     BD = (x.copy(), np.full(s.n, np.inf), np.zeros(s.n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
                 if first:
-                    initial_guess(x, y, self.presc, BD, self.EL)
+                    if ct is None or not INERTIAL_GUESS:
+                        initial_guess(x, y, self.presc, BD, self.EL)
                     affine_initial_guess(x, target, BD, AB)
                     first = False
                 run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
@@ -193,6 +201,7 @@ class BlockDescentStepper:
                 if ct is None and out[2] == 0:
                     break
         st.converged = bool(out[3] > 0) or self._arrived(xz, tz)
+        self.v_prev = self.v[:N].copy()
         self.v = (xz - x_n) / h
         self.x = xz
         if ct is not None and stats:

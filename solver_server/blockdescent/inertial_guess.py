@@ -1,0 +1,162 @@
+"""The start of a block-descent step: each free vertex as far along its inertial move as CCD allows.
+
+A step minimises inertia + elasticity + contact; its inertia target y = x^n + h v^n + h^2 g is the
+exact answer for free flight, and close to it wherever the cloth swings or falls. The sweeps can
+only move a vertex inside its ball of radius gamma r around the last detection point (bounds.py),
+and on cloth r is capped near half an edge (the sheet's own in-plane neighbours lie at 0.7 edge
+lengths), so a sweep-only start moves falling cloth by ~0.2 edge lengths per detection: cloth at
+1-3 m/s needs 5-10 detections per step, and with fewer it lags, which reads as heavy damping
+(64^2 drape: median speed 0.28 m/s at frame 8 where Newton gives ~1 m/s).
+
+Here instead every free vertex i moves along the straight path x^n_i + tau t_i (y_i - x^n_i),
+tau in [0, 1], with per-vertex fractions t_i in [0, 1] chosen by additive CCD (ipc/contact/ccd.py,
+"Filter Line Search" in the book, per vertex instead of one global step): every pair of primitives
+whose swept boxes meet is checked along those paths, and a pair that would lose more than
+1 - ETA of its contact distance cuts the fractions of its four vertices to its time of impact
+(later passes: to 0). Changing some fractions changes the paths of the pairs around them, so the
+whole check runs again until one pass finds no impact; all fractions 0 (x^n itself, intersection
+free) always passes, so the loop ends, and what it returns is intersection free with every pair's
+contact distance at least ETA times its value at x^n. Tets must keep VOLUME_KEEP of their volume
+(sweep.py's rule), else their vertices stay too. The step's first detection then starts from this
+point, and the balls only have to hold the corrections the elastic and contact forces make.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+from numba import njit
+
+from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
+from solver_server.ipc.contact.ccd import accd_pair
+from .sweep import VOLUME_KEEP
+from .vertex_elastic import tet_volume_moving
+
+ETA = 0.5          # a pair keeps at least this fraction of its contact distance along the guessed move
+SHRINK = 0.9       # first passes: a cut vertex keeps this fraction of its pair's time of impact
+SCALED_PASSES = 2  # passes that shrink fractions; later ones stop the cut vertices outright
+ADAPTIVE = True    # predicted_positions scales gravity by each vertex's last acceleration (False: the whole of y)
+MAX_PASSES = 12    # then every vertex still cut is stopped and the last check always passes
+
+
+@njit(cache=True, fastmath=False)
+def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
+                 face_offset, edge_offset, eta, tv):
+    """For every accepted query/target pair with overlapping swept boxes (mode 0: vertex-face,
+    1: edge-edge), the ACCD time of impact of x + tau p, tau in [0, 1]; tv[v] = min(tv[v], toi) for
+    the pair's four vertices when toi < 1. Returns the number of such pairs."""
+    nq = qlo.shape[0]
+    if nq == 0 or tlo.shape[0] == 0:
+        return 0
+    origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+    buf = np.empty(64, dtype=np.int64)
+    X0 = np.empty(12)
+    P = np.empty(12)
+    ids = np.empty(4, dtype=np.int64)
+    hits = 0
+    for q in range(nq):
+        n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                           faces, edges, vbody, self_contact, static, buf)
+        if n > buf.shape[0]:
+            buf = np.empty(2 * n, dtype=np.int64)
+            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                               faces, edges, vbody, self_contact, static, buf)
+        for jt in range(n):
+            t = buf[jt]
+            if mode == 0:
+                ids[0] = q
+                ids[1] = faces[t, 0]
+                ids[2] = faces[t, 1]
+                ids[3] = faces[t, 2]
+                off = vertex_offset[q] + face_offset[t]
+            else:
+                ids[0] = edges[q, 0]
+                ids[1] = edges[q, 1]
+                ids[2] = edges[t, 0]
+                ids[3] = edges[t, 1]
+                off = edge_offset[q] + edge_offset[t]
+            moving = False
+            for i in range(4):
+                for a in range(3):
+                    X0[3 * i + a] = x[ids[i], a]
+                    P[3 * i + a] = p[ids[i], a]
+                    if P[3 * i + a] != 0.0:
+                        moving = True
+            if not moving:
+                continue
+            toi = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
+            if toi < 1.0:
+                hits += 1
+                for i in range(4):
+                    if toi < tv[ids[i]]:
+                        tv[ids[i]] = toi
+    return hits
+
+
+@njit(cache=True, fastmath=False)
+def _tet_cuts(x0, x1, tets, tv):
+    """tv = 0 at the vertices of every tet that keeps less than VOLUME_KEEP of its volume at x1.
+    Returns the number of such tets."""
+    bad = 0
+    for e in range(tets.shape[0]):
+        V0 = tet_volume_moving(x0, tets[e], 0, x0[tets[e, 0]])
+        V1 = tet_volume_moving(x1, tets[e], 0, x1[tets[e, 0]])
+        if V1 < VOLUME_KEEP * V0:
+            bad += 1
+            for i in range(4):
+                tv[tets[e, i]] = 0.0
+    return bad
+
+
+def predicted_positions(x: np.ndarray, v: np.ndarray, v_prev, h: float, gravity: np.ndarray,
+                        free: np.ndarray) -> np.ndarray:
+    """Where each free vertex is predicted to be after a step of h seconds, x + h v + h^2 f_i g,
+    with the adaptive initialisation of Vertex Block Descent (Chen et al. 2024): f_i is the
+    vertex's last acceleration along gravity as a fraction of |g|, ((v - v_prev)_i . g_hat / h) / |g|
+    clamped to [0, 1]. A vertex in free fall gets the whole inertia target y = x + h v + h^2 g; a vertex held
+    up (hanging, resting) gets x + h v. Starting held cloth at y would ask the sweeps to pull it back
+    up by h^2 |g| each step, and what a fixed sweep budget leaves of that is extra stretch.
+    No previous velocities (v_prev None, the first step): the whole of y."""
+    gn = float(np.linalg.norm(gravity))
+    y = x + h * v
+    if gn == 0.0:
+        return np.where(free[:, None], y, x)
+    if v_prev is None or not ADAPTIVE:
+        f = np.ones(len(x))
+    else:
+        f = np.clip(((v - v_prev) @ (gravity / gn)) / (h * gn), 0.0, 1.0)
+    return np.where(free[:, None], y + (h * h) * f[:, None] * gravity, x)
+
+
+def inertial_guess(x: np.ndarray, y: np.ndarray, free: np.ndarray, mesh, tets: np.ndarray,
+                   eta: float = ETA) -> Tuple[np.ndarray, int, int]:
+    """Start point of a step: x (n, 3) m, intersection free, moved towards the inertia target y
+    (n, 3) m by per-vertex fractions (module docstring); only vertices with ``free`` move.
+
+    Returns (positions, passes, vertices not given their whole move)."""
+    x = np.ascontiguousarray(x, np.float64)
+    w = np.where(free[:, None], y - x, 0.0)
+    t = np.ones(len(x))
+    m = mesh
+    verts = np.arange(m.n_verts, dtype=np.int32).reshape(-1, 1)
+    args = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static, m.vertex_offset, m.face_offset,
+            m.edge_offset, float(eta))
+    for k in range(MAX_PASSES + 1):
+        p = np.ascontiguousarray(t[:, None] * w)
+        x1 = x + p
+        tv = np.ones(len(x))
+        vlo, vhi = _boxes(x, x1, verts, m.vertex_offset)
+        flo, fhi = _boxes(x, x1, m.faces, m.face_offset)
+        elo, ehi = _boxes(x, x1, m.edges, m.edge_offset)
+        hits = _vertex_tois(x, p, vlo, vhi, flo, fhi, 0, *args, tv)
+        hits += _vertex_tois(x, p, elo, ehi, elo, ehi, 1, *args, tv)
+        hits += _tet_cuts(x, x1, tets, tv)
+        if hits == 0:
+            return x1, k + 1, int((t < 1.0).sum())
+        if k < SCALED_PASSES:
+            t = np.where(tv < 1.0, t * SHRINK * tv, t)
+        elif k < MAX_PASSES - 1:
+            t = np.where(tv < 1.0, 0.0, t)
+        else:
+            t[:] = 0.0   # never reached in practice; x itself is intersection free
+    return x.copy(), MAX_PASSES + 1, int(free.sum())
