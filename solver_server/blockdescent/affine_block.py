@@ -152,7 +152,7 @@ def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
             for t in range(4):
                 e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
     e += _orth_energy(q, L[b], kV[b], a)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     bp_s, bp_k, bf_s, bf_k = BL
     for j in range(bp_s[b], bp_s[b + 1]):
@@ -196,7 +196,7 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, 
                 H[3 * s + c, 3 * t + c] += inv_h2 * mbar[b, s, t]
             g[3 * s + c] += inv_h2 * acc
     _orth_add(q, L[b], kV[b], a, g, H)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     bp_s, bp_k, bf_s, bf_k = BL
     gp = SC[0]

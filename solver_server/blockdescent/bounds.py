@@ -65,6 +65,7 @@ class Detection:
     is_ee: np.ndarray      # (K,) uint8
     off: np.ndarray        # (K,) m, summed contact offsets
     epsx: np.ndarray       # (K,) m^4, edge-edge mollifier thresholds
+    s0: np.ndarray         # (K,) m, contact distances of those pairs at the detection point
     min_distance: float    # m, smallest contact distance among the candidates (inf if none)
     candidates: int        # pairs examined
 
@@ -214,11 +215,11 @@ def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndar
         cs_start, cs_u, cs_b = _constraints(x, ps.ids, ps.is_ee, s, float(gamma), r_query, radius, MAX_CONSTRAINTS)
         keep = s < dhat / (1.0 - 2.0 * gamma)
         smallest = float(s.min())
-        ids, is_ee, off, epsx = ps.ids[keep], ps.is_ee[keep], ps.off[keep], ps.epsx[keep]
+        ids, is_ee, off, epsx, s0 = ps.ids[keep], ps.is_ee[keep], ps.off[keep], ps.epsx[keep], s[keep]
     else:
         smallest = float("inf")
         cs_start, cs_u, cs_b = np.zeros(n + 1, np.int64), np.zeros((0, 3)), np.zeros(0)
         ids, is_ee = np.zeros((0, 4), np.int32), np.zeros(0, np.uint8)
-        off, epsx = np.zeros(0), np.zeros(0)
+        off, epsx, s0 = np.zeros(0), np.zeros(0), np.zeros(0)
     return Detection(x.copy(), radius, cs_start, cs_u, cs_b, np.ascontiguousarray(ids), np.ascontiguousarray(is_ee),
-                     np.ascontiguousarray(off), np.ascontiguousarray(epsx), smallest, len(ps))
+                     np.ascontiguousarray(off), np.ascontiguousarray(epsx), np.ascontiguousarray(s0), smallest, len(ps))

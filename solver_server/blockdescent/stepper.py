@@ -40,6 +40,14 @@ INERTIAL_GUESS = True  # start each step from inertial_guess (CCD per vertex) in
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
+def contact_tuple(det, n: int, dhat: float, kappa: float) -> tuple:
+    """The sweep's barrier pairs CT of a detection: (ids, is_ee, off, epsx, vertex -> pair CSR
+    start / pair / slot, dhat (m), kappa, s0 (K,) m contact distances at the detection, centre (n, 3) m
+    the detection point); s0 and the centre let a vertex skip a pair that cannot be active yet
+    (vertex_contact.barrier_vertex)."""
+    return (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, n), dhat, kappa, det.s0, det.center)
+
+
 class BlockDescentStepper:
     """Advances (x, v) of a System by implicit-Euler steps of length h with block descent."""
 
@@ -97,7 +105,7 @@ class BlockDescentStepper:
         z4 = np.zeros((0, 4), np.int32)
         s0 = np.zeros(self.s.n + 1, np.int64)
         return (z4, np.zeros(0, np.uint8), np.zeros(0), np.zeros(0), s0, np.zeros(0, np.int32),
-                np.zeros(0, np.int32), dhat, kappa)
+                np.zeros(0, np.int32), dhat, kappa, np.zeros(0), np.zeros((self.s.n, 3)))
 
     def _friction_tuple(self, x_n: np.ndarray, eps: float) -> tuple:
         n = self.s.n
@@ -177,7 +185,7 @@ class BlockDescentStepper:
                                  self.pairs)
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
-                    CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), dhat, kappa)
+                    CT = contact_tuple(det, s.n, dhat, kappa)
                     BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
                 else:
                     CT = self._empty_contact(0.0, 0.0)

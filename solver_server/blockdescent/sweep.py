@@ -20,7 +20,7 @@ from numba import njit, prange
 
 from . import affine_block as _affine
 from .dihedral_cache import dihedrals_all, refresh_dihedrals, shell_vertex_cached
-from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex
+from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex, may_be_active
 from .vertex_elastic import bending_vertex, membrane_vertex, shell_vertex_scratch, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
@@ -114,9 +114,12 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, 
         for b in range(3):
             H[a, b] = mh if a == b else 0.0
     elastic_vertex_cached(v, x, EL, SH, g, H, J, s5, dv, r)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc) = CT
     for j in range(vp_s[v], vp_s[v + 1]):
-        barrier_vertex(x, pids, pee, poff, peps, vp_e[j], vp_k[j], dhat, kappa, g, H, SC)
+        k = vp_e[j]
+        if not may_be_active(x, pc, pids, pee, ps0, k, dhat):
+            continue
+        barrier_vertex(x, pids, pee, poff, peps, k, vp_k[j], dhat, kappa, g, H, SC)
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     for j in range(vf_s[v], vf_s[v + 1]):
         friction_vertex(x, x_fr, fids, fcoef, fT, fml, vf_e[j], vf_k[j], eps_f, g, H)

@@ -32,6 +32,24 @@ def contact_scratch():
     return np.empty(12), np.empty(4), np.empty(3), np.empty((2, 4)), np.empty((2, 3))
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def may_be_active(x, center, ids, is_ee, s0, k, dhat):
+    """False when pair k certainly has contact distance >= dhat at x (no barrier term): each side's
+    convex hull lies within the largest move of its vertices since the detection point ``center``
+    (Hausdorff distance), so s(x) >= s0_k - max_A |x_i - c_i| - max_B |x_j - c_j|. Costs four
+    displacement lengths instead of the pair's distance; most listed pairs are not in contact."""
+    mA = 0.0
+    mB = 0.0
+    for i in range(4):
+        v = ids[k, i]
+        d = math.sqrt((x[v, 0] - center[v, 0]) ** 2 + (x[v, 1] - center[v, 1]) ** 2 + (x[v, 2] - center[v, 2]) ** 2)
+        if i == 0 or (i == 1 and is_ee[k]):
+            mA = max(mA, d)
+        else:
+            mB = max(mB, d)
+    return s0[k] - mA - mB < dhat
+
+
 @njit(cache=True, fastmath=False)
 def barrier_vertex(x, ids, is_ee, off, epsx, k, slot, dhat, kappa, g, H, SC):
     """Add pair k's barrier gradient / PSD block for the vertex in ``slot``. SC = contact_scratch():

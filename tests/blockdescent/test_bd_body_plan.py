@@ -9,7 +9,7 @@ import numpy as np
 from solver_server.blockdescent.affine_block import body_energy, body_grad_hess, affine_sweep
 from solver_server.blockdescent.body_plan import body_colors, body_pair_lists
 from solver_server.blockdescent.bounds import detect
-from solver_server.blockdescent.incidence import incidence
+from solver_server.blockdescent.stepper import contact_tuple
 from solver_server.ipc.contact.barrier_pair import new_scratch
 from solver_server.ipc.contact_bridge import EPS_V
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
@@ -74,7 +74,7 @@ def _pile_state():
     ct = st.contact
     det = detect(x[:N], ct.mesh, st._query_radius(x[:N], st.affine.query_targets(y, target)), ct.dhat,
                  st.on_surface, st.gamma, st.pairs)
-    CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), ct.dhat, ct.kappa)
+    CT = contact_tuple(det, s.n, ct.dhat, ct.kappa)
     BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
     FR = st._friction_tuple(x_n[:N], EPS_V * h)
     return st, x, y, target, CT, BD, FR

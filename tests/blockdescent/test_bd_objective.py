@@ -18,7 +18,7 @@ import pytest
 from protocol.scene import Body, Material
 from solver_server.blockdescent.bounds import detect
 from solver_server.blockdescent.dihedral_cache import dihedrals_all
-from solver_server.blockdescent.incidence import incidence
+from solver_server.blockdescent.stepper import contact_tuple
 from solver_server.blockdescent.sweep import _vertex_step
 from solver_server.blockdescent.vertex_contact import contact_scratch
 from solver_server.ipc.contact.barrier import barrier
@@ -101,7 +101,7 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
     FR = st._friction_tuple(x_n, EPS_V * h)
     assert len(FR[0]) > 0 and ct.fs is not None and len(ct.fs) == len(FR[0])   # friction pairs exist
     det = detect(x, ct.mesh, 0.0, ct.dhat, st.on_surface)
-    CT = (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, s.n), ct.dhat, ct.kappa)
+    CT = contact_tuple(det, s.n, ct.dhat, ct.kappa)
     ip.prepare(x)
     G = ip.gradient(x).reshape(-1, 3) / h ** 2
 

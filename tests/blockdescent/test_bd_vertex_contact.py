@@ -251,3 +251,26 @@ def test_friction_force_opposes_slip_with_full_coulomb_magnitude_when_sliding():
     x[3] += [2e-3, 0, 0]
     g, _ = _vertex_friction(x, xp, fs, 3)
     assert g == pytest.approx([fs.mu_lambda[0], 0, 0], rel=1e-12, abs=1e-12 * fs.mu_lambda[0])
+
+
+def test_may_be_active_never_skips_a_pair_in_contact():
+    """vertex_contact.may_be_active skips a pair only when s(x) >= dhat is certain: random
+    point-triangle and edge-edge pairs, random moves of their vertices from the detection point, the
+    exact distance after the move checked for every skipped pair; and it does skip most far pairs."""
+    from solver_server.blockdescent.vertex_contact import may_be_active
+    rng = np.random.default_rng(7)
+    dhat = 0.01
+    skipped = tight = 0
+    for trial in range(4000):
+        c = rng.normal(0.0, 0.05, (4, 3))
+        is_ee = np.array([trial % 2], np.uint8)
+        ids = np.arange(4, dtype=np.int32).reshape(1, 4)
+        s0 = contact_distances(c, ids, is_ee, np.zeros(1))
+        scale = rng.choice([0.001, 0.01, 0.05])
+        x = c + rng.normal(0.0, scale, (4, 3)) * rng.uniform(0, 1, (4, 1))
+        s = contact_distances(x, ids, is_ee, np.zeros(1))[0]
+        if not may_be_active(x, c, ids, is_ee, s0, 0, dhat):
+            skipped += 1
+            assert s >= dhat, (trial, s, s0)
+            tight += s < 2 * dhat
+    assert skipped > 1000 and tight > 0, (skipped, tight)
