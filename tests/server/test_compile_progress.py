@@ -72,7 +72,8 @@ def _nearly_warm_env(tmp_path, rebuilt=REBUILT) -> dict:
     """Environment of a process whose kernel cache holds every kernel this environment has compiled
     except those of a few modules (``rebuilt``, cache file patterns), so it really compiles a few
     kernels and nothing else. Copies the cache the other tests use (``$NUMBA_CACHE_DIR`` or the
-    fingerprinted folder)."""
+    fingerprinted folder), which the ``warm_kernels`` fixture compiled ahead: on a cold cache this
+    process would otherwise compile every kernel into its throwaway copy."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     skip = shutil.ignore_patterns("warm-*", "compile_counts.json", *rebuilt)
     if os.environ.get("NUMBA_CACHE_DIR"):
@@ -95,7 +96,8 @@ def _counts(lines) -> list:
     return [int(m.group(1)) for m in (KERNEL_LINE.search(x) for x in lines) if m]
 
 
-def test_server_forwards_and_logs_each_compiled_kernel(tmp_path):
+def test_server_forwards_and_logs_each_compiled_kernel(tmp_path, warm_kernels):
+    warm_kernels("accurate")   # box_on_floor's quality: the copied cache holds all but REBUILT
     env = _nearly_warm_env(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "solver_server", "serve", "--bind", "tcp://127.0.0.1:0"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -119,7 +121,8 @@ def test_server_forwards_and_logs_each_compiled_kernel(tmp_path):
     assert _counts(logged) == list(range(1, max(counts) + 1)), err[-2000:]
 
 
-def test_bake_cli_prints_each_compiled_kernel(tmp_path):
+def test_bake_cli_prints_each_compiled_kernel(tmp_path, warm_kernels):
+    warm_kernels("accurate")
     env = _nearly_warm_env(tmp_path)
     path = str(tmp_path / "s.clrscene")
     save_scene(path, box_on_floor(speed=3.0))
