@@ -28,10 +28,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "setup: .venv is up to date"
   exit 0
 fi
-echo "setup: installing Clearance and its test tools (bpy 5.0.1, numba, scipy, pyzmq, msgpack, pytest, hypothesis, ipctk; CHOLMOD if apt can)"
+echo "setup: installing Clearance and its test tools (bpy 5.0.1, numba, scipy, pyzmq, msgpack, pytest, pytest-xdist, hypothesis, ipctk; CHOLMOD if apt can)"
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -m pip install --quiet -e ".[test]" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import bpy, numba, scipy, zmq, msgpack, pytest, hypothesis, solver_server, protocol" \
+.venv/bin/python -c "import bpy, numba, scipy, zmq, msgpack, pytest, xdist, hypothesis, solver_server, protocol" \
   || { echo "setup: installation failed (see pip output above)" >&2; exit 1; }
 
 # Optional: CHOLMOD (SuiteSparse) through scikit-sparse, the Accurate solver's sparse Cholesky (2-3x faster
