@@ -29,7 +29,8 @@ def _cache_folder(env) -> str:
     return r.stdout.strip()
 
 
-def test_warmup_prints_each_kernel_and_a_summary_then_if_cold_compiles_nothing(tmp_path):
+def test_warmup_prints_each_kernel_and_a_summary_then_if_cold_compiles_nothing(tmp_path, warm_kernels):
+    warm_kernels("fast")   # the copied cache must hold the fast warm-up's kernels (but the winding ones)
     env = _nearly_warm_env(tmp_path, rebuilt=("winding.*",))   # a few kernels only: keeps the test short
     r = _warmup(env)
     assert r.returncode == 0, r.stderr[-3000:]
