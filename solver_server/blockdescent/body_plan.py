@@ -77,14 +77,21 @@ def _coupling_edges(ids, vbody, presc, keys, nk, nbod):
 
 
 @njit(cache=True, fastmath=False)
+def coupling_keys(pids, fids, vbody, presc, nbod):
+    """Sorted unique b * nbod + c (both directions) for every two free bodies b != c that share a
+    barrier (pids) or friction (fids) pair: the body graph, each body's neighbours contiguous."""
+    keys = np.empty(12 * (pids.shape[0] + fids.shape[0]) + 1, np.int64)
+    nk = _coupling_edges(pids, vbody, presc, keys, 0, nbod)
+    nk = _coupling_edges(fids, vbody, presc, keys, nk, nbod)
+    return np.unique(keys[:nk])
+
+
+@njit(cache=True, fastmath=False)
 def body_colors(pids, fids, vbody, presc, nbod):
     """Greedy colouring of the free bodies (presc False) on the graph of shared barrier (pids) or
     friction (fids) pairs. Returns CSR (start (ncol + 1,), bodies): the bodies of colour c are
     bodies[start[c]:start[c + 1]]; no two of them share a pair."""
-    keys = np.empty(12 * (pids.shape[0] + fids.shape[0]) + 1, np.int64)
-    nk = _coupling_edges(pids, vbody, presc, keys, 0, nbod)
-    nk = _coupling_edges(fids, vbody, presc, keys, nk, nbod)
-    keys = np.unique(keys[:nk])              # sorted, so each body's neighbours are contiguous
+    keys = coupling_keys(pids, fids, vbody, presc, nbod)
     nbr_s = np.zeros(nbod + 1, np.int64)
     for e in range(keys.shape[0]):
         nbr_s[keys[e] // nbod + 1] += 1
