@@ -1,8 +1,13 @@
 """Stiff bodies (ABD): a pile of cubes in Clearance (Fast and Accurate) vs Blender's rigid body world
-(Bullet), in one run. (The ABD vs stiff FEM comparison of docs/solver.md was measured with this
-script as of commit 94fef4b.)
+(Bullet), and vs the same scene with the stiff role as stiff FEM solids (the pre-ABD path), in one run.
 
     python scripts/bench_abd.py [--quick] [--cubes 100] [--div 13] [--frames 24] [--no-accurate] [--no-blender]
+                                [--fem-frames K] [--fem-div D]
+
+--fem-frames K (default 0: off) also bakes the first K frames of the scene as stiff FEM (tetrahedralised
+cubes, E = 1e8 Pa, Accurate Newton), beside ABD Accurate on the same K frames; --fem-div D does that
+comparison on cubes of div D instead of --div (a stiff FEM pile of 100 cubes of 1,016 surface vertices is
+hundreds of thousands of tets).
 
 Scene: N cubes of 10 cm (each face split into div x div quads: 6 div^2 + 2 vertices, 1,016 at div 13),
 density 500 kg/m^3, mu 0.3, in layers of 5 x 5 (0.15 m pitch) above a ground plane, each layer shifted by half a cube
@@ -31,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
 from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
+from solver_server.ipc.integrator import TimeStepper  # noqa: E402
+from solver_server.ipc.system import build_system  # noqa: E402
 from solver_server.ipc.contact import count_intersections, edges_from_faces  # noqa: E402
 from solver_server.scene.primitives import box, grid_sheet  # noqa: E402
 
@@ -114,11 +121,26 @@ def _frames_of(x: np.ndarray, n: int, nv: int, V0c: np.ndarray) -> tuple:
     return cs, Rs, zmin
 
 
-def run_clearance(sc: Scene, frames: int) -> dict:
+def _as_stiff_fem(b: IPCBackend, sc: Scene) -> None:
+    """Rebuild backend b with the stiff role as stiff FEM solids (tetrahedralised, E >= 1e8 Pa) and the
+    Accurate (Newton) stepper: the path every stiff object took before affine bodies."""
+    from solver_server.ipc.contact_bridge import ContactTerms
+    st = sc.settings
+    b.system = build_system(sc, affine=False)
+    ct = ContactTerms(b.system, st.contact_gap)
+    ct.kappa = b._initial_kappa(ct)
+    b.contact = ct
+    b.stepper = TimeStepper(b.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct)
+
+
+def run_clearance(sc: Scene, frames: int, fem: bool = False) -> dict:
     q = sc.settings.solver_quality
-    _log(f"Clearance {q}: building (includes the start-frame exact intersection check)")
+    label = "stiff FEM (Accurate)" if fem else f"ABD {q}"
+    _log(f"Clearance {label}: building (includes the start-frame exact intersection check)")
     t0 = time.perf_counter()
     b = IPCBackend(sc)
+    if fem:
+        _as_stiff_fem(b, sc)
     build = time.perf_counter() - t0
     ct = b.contact
     x0 = b.system.x0
@@ -140,13 +162,16 @@ def run_clearance(sc: Scene, frames: int) -> dict:
         its.append(r.stats["newton_iterations"])
         x = np.ascontiguousarray(D.to_x(b.stepper.x))
         inter += count_intersections(x, ct.mesh.faces, ct.mesh.edges)
-        cs, Rs, zmin = _frames_of(x[:n * nv], n, nv, V0c)
-        worst = max(worst, max_penetration(cs, Rs, zmin))
-        _log(f"  {q} frame {f + 1}: {r.stats['seconds']:.2f} s, {r.stats['newton_iterations']} it., "
+        if not fem:   # FEM vertices are surface + interior nodes: the rigid fit below reads surface ones
+            cs, Rs, zmin = _frames_of(x[:n * nv], n, nv, V0c)
+            worst = max(worst, max_penetration(cs, Rs, zmin))
+        _log(f"  {label} frame {f + 1}: {r.stats['seconds']:.2f} s, {r.stats['newton_iterations']} it., "
              f"{r.stats['contacts']} contacts")
-    return {"solver": f"Clearance {q.capitalize()}", "s_per_frame": float(np.mean(secs)) if secs else first,
-            "first": first, "intersections": inter, "penetration": worst, "build": build, "check": check,
-            "iterations": float(np.mean(its)), "vertices": int(b.system.n)}
+    name = "Clearance stiff FEM (Accurate)" if fem else f"Clearance {q.capitalize()}"
+    return {"solver": name, "s_per_frame": float(np.mean(secs)) if secs else first,
+            "first": first, "intersections": inter, "penetration": None if fem else worst, "build": build,
+            "check": check, "iterations": float(np.mean(its)), "vertices": int(b.system.n),
+            "tets": int(len(b.system.elastic.tets)), "frames": frames}
 
 
 def run_bullet(sc: Scene, frames: int) -> dict:
@@ -217,6 +242,7 @@ def run_bullet(sc: Scene, frames: int) -> dict:
 
 def markdown(res: list, a) -> str:
     nv = 6 * a.div ** 2 + 2
+    res = [r for r in res if not r.get("fem_table")]
     lines = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of 5 x 5 falling into a pile on "
              f"the ground, {a.frames} frames at 24 fps, same run. Intersections: exact edge-triangle count "
              "summed over all frames; penetration: deepest cube-cube (separating-axis depth) or cube-ground "
@@ -237,6 +263,22 @@ def markdown(res: list, a) -> str:
     return "\n".join(lines)
 
 
+def fem_markdown(abd: dict, fem: dict, cubes: int, div: int) -> str:
+    """ABD vs stiff FEM on the same cubes and frames, both Accurate, same run."""
+    nv = 6 * div ** 2 + 2
+    return "\n".join([
+        f"ABD vs stiff FEM, same run: {cubes} cubes of {nv:,} surface vertices (div {div}), the first {fem['frames']} "
+        f"frames of the same pile, both with the Accurate (Newton) solver; s / frame over frames 2-{fem['frames']} "
+        "(frame 1 includes compilation).", "",
+        "| stiff role as | s / frame | frame 1 (s) | Newton it. / frame | vertices | tets | intersections |",
+        "|---|---|---|---|---|---|---|",
+        f"| affine bodies (ABD) | {abd['s_per_frame']:.2f} | {abd['first']:.1f} | {abd['iterations']:.1f} | "
+        f"{abd['vertices']:,} | 0 | {abd['intersections']} |",
+        f"| stiff FEM (E = 1e8 Pa) | {fem['s_per_frame']:.2f} | {fem['first']:.1f} | {fem['iterations']:.1f} | "
+        f"{fem['vertices']:,} | {fem['tets']:,} | {fem['intersections']} |",
+        "", f"ABD is {fem['s_per_frame'] / abd['s_per_frame']:.1f}x faster per frame here."])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="25 cubes, 12 frames")
@@ -245,6 +287,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=24)
     ap.add_argument("--no-accurate", action="store_true")
     ap.add_argument("--no-blender", action="store_true")
+    ap.add_argument("--fem-frames", type=int, default=0, help="also bake this many frames as stiff FEM (0: off)")
+    ap.add_argument("--fem-div", type=int, default=0, help="cube divisions for the FEM comparison (0: --div)")
     a = ap.parse_args()
     if a.quick:
         a.cubes, a.frames = 25, 12
@@ -253,7 +297,13 @@ def main() -> None:
         res.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate"), a.frames))
     if not a.no_blender:
         res.append(run_bullet(make_scene(a.cubes, a.div, a.frames, "fast"), a.frames))
-    print(markdown(res, a))
+    out = markdown(res, a)
+    if a.fem_frames > 0:
+        fdiv = a.fem_div or a.div
+        abd = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, "accurate"), a.fem_frames)
+        fem = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, "accurate"), a.fem_frames, fem=True)
+        out += "\n\n" + fem_markdown(abd, fem, a.cubes, fdiv)
+    print(out)
 
 
 if __name__ == "__main__":
