@@ -554,10 +554,10 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, BL, target
 
 
 @njit(cache=True, fastmath=False)
-def affine_initial_guess(x, target, BD, AB, start):
-    """Move each free body from its rows towards its start rows (AffineBlocks.start_rows, (4 nb, 3)) as
+def affine_initial_guess(x, target, BD, AB):
+    """Move each free body from its rows towards its start rows (AB[13], AffineBlocks.start_rows) as
     far as every vertex's admissible set allows (the body version of sweep.initial_guess)."""
-    zb, yb = AB[0], start
+    zb, yb = AB[0], AB[13]
     voff, bpresc = AB[6], AB[11]
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
@@ -590,6 +590,7 @@ class AffineBlocks:
         self.slaved = self.D.is_slaved[:self.N].copy()
         self.n_bodies = int(self.static[3].shape[0])
         self.v_prev = None    # centre velocities (nb, 3) at the previous step's start (start_rows)
+        self.start = None     # this step's start rows (4 nb, 3), set by inertia_target
 
     def inertia_target(self, x_n: np.ndarray, v: np.ndarray, h: float, gravity: np.ndarray, y: np.ndarray) -> None:
         """Body rows of y (in place): q^n + h qdot^n, plus h^2 g on each body's translation row;
@@ -598,6 +599,7 @@ class AffineBlocks:
         y[N:] = x_n[N:] + h * v[N:]
         y[N::4] += h * h * gravity
         self.D.sync(y)
+        self.start = self.start_rows(x_n, v, h, gravity)
 
     def start_rows(self, x_n: np.ndarray, v: np.ndarray, h: float, gravity: np.ndarray) -> np.ndarray:
         """Where each free body's step starts (4 nb, 3): q^n + h qdot^n + h^2 a~ g, with a~ in [0, 1] the
@@ -619,8 +621,11 @@ class AffineBlocks:
         return np.ascontiguousarray(start)
 
     def tuple(self, z: np.ndarray, y: np.ndarray, target: np.ndarray) -> tuple:
+        """(z body rows, y body rows, target body rows, *affine_tuple, start rows of this step): views
+        into z, y and target; the start rows are those of the last inertia_target call."""
         N = self.N
-        return (z[N:], y[N:], target[N:], *self.static)
+        start = self.start if self.start is not None and len(self.start) == len(z) - N else y[N:].copy()
+        return (z[N:], y[N:], target[N:], *self.static, start)
 
     def query_targets(self, y: np.ndarray, target: np.ndarray) -> np.ndarray:
         """(N, 3) predicted vertex positions for the broad phase's query radius: target, with each
