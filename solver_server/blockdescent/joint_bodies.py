@@ -61,8 +61,8 @@ def joint_energy(Q, x, inv_h2, AB, CT, FR, free, pmask, fmask):
                 for t in range(4):
                     e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - yb[4 * b + s, c]) * (q[t, c] - yb[4 * b + t, c])
         e += _ab._orth_energy(q, L[b], kV[b], a)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
-    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    pids, pee, poff, peps, dhat, kappa = CT[0], CT[1], CT[2], CT[3], CT[7], CT[8]
+    fids, fcoef, fT, fml, x_fr, eps_f = FR[0], FR[1], FR[2], FR[3], FR[7], FR[8]
     for k in range(pids.shape[0]):
         if not pmask[k]:
             continue
@@ -173,8 +173,8 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
                 Hd[b, i, j] = H[i, j]
     # off-diagonal blocks from pairs spanning two free bodies
     Ho = np.zeros((keys.shape[0], 12, 12))
-    (pid_, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa) = CT
-    (fid_, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    pee, poff, peps, dhat, kappa = CT[1], CT[2], CT[3], CT[7], CT[8]
+    fcoef, fT, fml, x_fr, eps_f = FR[1], FR[2], FR[3], FR[7], FR[8]
     pmask = np.zeros(pids.shape[0], np.bool_)
     fmask = np.zeros(fids.shape[0], np.bool_)
     Hp = SC[6]
