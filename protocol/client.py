@@ -201,6 +201,13 @@ class Client:
             elif self.encrypted:
                 self._handshake_failure = (f"the encrypted handshake with {self.address} failed: the server public "
                                            "key given does not match the server's key (copy server.key again)")
+            elif ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                # a plain (NULL) handshake with a plain server cannot fail; a CurveZMQ server drops it, and on a
+                # loaded machine this event may be the only one seen before the timeout (no mechanism mismatch)
+                self._handshake_failure = (f"the server at {self.address} ended the handshake without a reason: it "
+                                           "most likely requires encryption (CurveZMQ): give the client the server's "
+                                           "public key (the server.key file from 'clearance-server keygen', or its "
+                                           "40 characters)")
             else:
                 self._handshake_failure = f"the connection handshake with {self.address} failed ({ev['event']!r})"
         return self._handshake_failure
