@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
-from solver_server.ipc.contact.ccd import accd_pair
+from solver_server.ipc.contact.ccd import accd_pair, pair_of
 from .sweep import VOLUME_KEEP
 from .vertex_elastic import tet_volume_moving
 
@@ -63,18 +63,7 @@ def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_conta
                                faces, edges, vbody, self_contact, static, buf)
         for jt in range(n):
             t = buf[jt]
-            if mode == 0:
-                ids[0] = q
-                ids[1] = faces[t, 0]
-                ids[2] = faces[t, 1]
-                ids[3] = faces[t, 2]
-                off = vertex_offset[q] + face_offset[t]
-            else:
-                ids[0] = edges[q, 0]
-                ids[1] = edges[q, 1]
-                ids[2] = edges[t, 0]
-                ids[3] = edges[t, 1]
-                off = edge_offset[q] + edge_offset[t]
+            off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
             moving = False
             for i in range(4):
                 for a in range(3):

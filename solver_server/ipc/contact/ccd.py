@@ -123,6 +123,23 @@ def _accd_batch(X0, X1, is_ee, offset, eta, tmax, max_iter):
 
 
 @njit(cache=True, fastmath=False, inline="always")
+def pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids):
+    """Vertices of the broad-phase pair (query q, target t) into ids (4,) (mode 0: vertex q and face t,
+    1: edges q and t); returns the pair's summed contact offset (m)."""
+    if mode == 0:
+        ids[0] = q
+        ids[1] = faces[t, 0]
+        ids[2] = faces[t, 1]
+        ids[3] = faces[t, 2]
+        return vertex_offset[q] + face_offset[t]
+    ids[0] = edges[q, 0]
+    ids[1] = edges[q, 1]
+    ids[2] = edges[t, 0]
+    ids[3] = edges[t, 1]
+    return edge_offset[q] + edge_offset[t]
+
+
+@njit(cache=True, fastmath=False, inline="always")
 def _chunk_count(n):
     return max(1, min(n, 64))
 
@@ -155,18 +172,7 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
                                    faces, edges, vbody, self_contact, static, buf)
             for jt in range(n):
                 t = buf[jt]
-                if mode == 0:
-                    ids[0] = q
-                    ids[1] = faces[t, 0]
-                    ids[2] = faces[t, 1]
-                    ids[3] = faces[t, 2]
-                    off = vertex_offset[q] + face_offset[t]
-                else:
-                    ids[0] = edges[q, 0]
-                    ids[1] = edges[q, 1]
-                    ids[2] = edges[t, 0]
-                    ids[3] = edges[t, 1]
-                    off = edge_offset[q] + edge_offset[t]
+                off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
                 for i in range(4):
                     for a in range(3):
                         X0[3 * i + a] = x[ids[i], a]
