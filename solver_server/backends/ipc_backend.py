@@ -18,7 +18,9 @@ from .base import Backend, FrameResult, ProgressFn
 
 
 FAST_SUBSTEPS = 4    # the fast solver takes this many block-descent steps per solver step (Settings.substeps)
-FAST_SWEEPS = 25     # colour-sweep budget per block-descent step (VBD: few sweeps, small steps)
+FAST_SWEEPS = 16     # colour-sweep budget per block-descent step (VBD: few sweeps, small steps; with the global
+                     # correction every 4 sweeps, 16 lands closer to the converged step than 25 without, at about the same
+                     # cost; 12 left a stack of two soft cubes moving at 1.2 cm/s after 12 frames)
 KAPPA_FACTOR = 10.0  # barrier stiffness = KAPPA_FACTOR * kappa_min (geometric middle of [kmin, 100 kmin])
 
 

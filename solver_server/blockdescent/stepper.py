@@ -23,13 +23,14 @@ from solver_server.ipc.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, PairCache, detect
 from .dihedral_cache import dihedral_table
+from .global_correction import GlobalCorrection
 from .incidence import color_arrays, element_tuple, incidence
 from .inertial_guess import inertial_guess, predicted_positions
 from .sweep import initial_guess, run_sweeps
 
 PRESCRIBED_TOL = 1e-7   # m, a prescribed vertex this close to its target has arrived
-PRESCRIBED_EXTRA = 8    # extra sweep budgets (x max_sweeps) a step may spend to bring colliders and pins
-                        # to their keyframes: a keyframed object must be where the artist put it
+PRESCRIBED_EXTRA = 200  # extra sweeps a step may spend to bring colliders and pins to their keyframes:
+                        # a keyframed object must be where the artist put it
 CHEBYSHEV_RHO = 0.0     # spectral-radius estimate for Chebyshev acceleration (0: off)
 QUERY_EDGE_FRACTION = 0.5  # broad-phase distance cap, in median edge lengths
 SWEEP_PARALLEL_MIN_VERTICES = 2000  # sweeps run on numba's threads from this many vertices (colours of >= 200)
@@ -37,6 +38,8 @@ SWEEP_BUSY_OTHERS = 0.5  # ... when the load average (our own busy thread counts
                          # idle: a sweep batch is long enough (tens of ms) that a starved worker costs
                          # less than the second core gains (measured: 64^2 drape, load ~1.0-1.4)
 INERTIAL_GUESS = True  # start each step from inertial_guess (CCD per vertex) instead of the first detection's balls
+GLOBAL_CORRECTION = True  # between batches of sweeps, one pre-factorised stretching correction (global_correction.py)
+CORRECTION_EVERY = 4      # sweeps per batch when corrections are on (a batch also ends at a re-detection)
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
@@ -99,6 +102,9 @@ class BlockDescentStepper:
         self.pairs = PairCache(contact.mesh, self.on_surface, self.edge_scale) if contact is not None else None
         self.detections = 0
         self.cut_limit = max(8, int(CUT_FRACTION * n))
+        free = sys.dynamic[:n] & ~self.presc
+        self.correction = GlobalCorrection(self.EL, n, sys.mass[:n], self.h, free) if GLOBAL_CORRECTION else None
+        self.corrections = 0
 
     # --- pieces -----------------------------------------------------------------------------------
     def _empty_contact(self, dhat: float, kappa: float) -> tuple:
@@ -176,18 +182,19 @@ class BlockDescentStepper:
             guess = predicted_positions(x_n[:N], self.v[:N], self.v_prev, h, self.gravity, dyn)
             x[:], _, _ = inertial_guess(x, guess, dyn, ct.mesh, self.EL[14])
         with threads_for(self.s.n, SWEEP_PARALLEL_MIN_VERTICES, SWEEP_BUSY_OTHERS):
-            extra = PRESCRIBED_EXTRA * self.max_sweeps
+            extra = PRESCRIBED_EXTRA
+            detect_next = True
             while left > 0 or (extra > 0 and not self._arrived(xz, tz)):
                 if left <= 0:
                     left, extra = min(extra, self.max_sweeps), extra - min(extra, self.max_sweeps)
-                if ct is not None:
+                if ct is not None and detect_next:
                     det = detect(x, ct.mesh, self._query_radius(x, qt), dhat, self.on_surface, self.gamma,
                                  self.pairs)
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
                     CT = contact_tuple(det, s.n, dhat, kappa)
                     BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
-                else:
+                elif ct is None:
                     CT = self._empty_contact(0.0, 0.0)
                     BD = (x.copy(), np.full(s.n, np.inf), np.zeros(s.n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
                 if first:
@@ -195,7 +202,8 @@ class BlockDescentStepper:
                         initial_guess(x, y, self.presc, BD, self.EL)
                     affine_initial_guess(x, target, BD, AB)
                     first = False
-                run_sweeps(left, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
+                batch = min(left, CORRECTION_EVERY) if self.correction is not None else left
+                run_sweeps(batch, x, y, mass, inv_h2, self.presc, self.group, self.n_groups, target, BD, self.EL,
                            self.SH, CT, FR,
                            self.col_start, self.col_verts, self.rho, self.tol, PRESCRIBED_TOL, x1, x2,
                            k_cheb, omega, self.cut_limit, numba.get_num_threads() > 1, out, AB)
@@ -206,8 +214,14 @@ class BlockDescentStepper:
                 left -= done
                 if out[3] > 0:
                     break
-                if ct is None and out[2] == 0:
+                if ct is None and out[2] == 0 and left <= 0:
                     break
+                # a batch that ended on its budget with no vertex cut keeps its detection: every vertex
+                # is still inside its admissible set, and the correction below keeps it there
+                detect_next = out[2] > 0
+                if self.correction is not None and left > 0:
+                    if self.correction.apply(x, y, mass, self.EL, self.SH, CT, FR, BD) > 0.0:
+                        self.corrections += 1
         st.converged = bool(out[3] > 0) or self._arrived(xz, tz)
         self.v_prev = self.v[:N].copy()
         self.v = (xz - x_n) / h
