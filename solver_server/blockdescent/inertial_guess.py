@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Tuple
 
 import numpy as np
-from numba import njit
+import numba
+from numba import njit, prange
 
 from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
 from solver_server.ipc.contact.ccd import accd_pair, pair_of
@@ -40,21 +41,16 @@ MAX_PASSES = 12    # then every vertex still cut is stopped and the last check a
 
 
 @njit(cache=True, fastmath=False)
-def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
-                 face_offset, edge_offset, eta, tv):
-    """For every accepted query/target pair with overlapping swept boxes (mode 0: vertex-face,
-    1: edge-edge), the ACCD time of impact of x + tau p, tau in [0, 1]; tv[v] = min(tv[v], toi) for
-    the pair's four vertices when toi < 1. Returns the number of such pairs."""
-    nq = qlo.shape[0]
-    if nq == 0 or tlo.shape[0] == 0:
-        return 0
-    origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+def _tois_range(q0, q1, x, p, qlo, qhi, tlo, thi, grid, mode, faces, edges, vbody, self_contact, static,
+                vertex_offset, face_offset, edge_offset, eta, tv):
+    """_vertex_tois for the queries q0..q1-1 into tv (n,); returns the number of impacts."""
+    origin, inv_cell, size, start, items, boxes, big = grid
     buf = np.empty(64, dtype=np.int64)
     X0 = np.empty(12)
     P = np.empty(12)
     ids = np.empty(4, dtype=np.int64)
     hits = 0
-    for q in range(nq):
+    for q in range(q0, q1):
         n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
                            faces, edges, vbody, self_contact, static, buf)
         if n > buf.shape[0]:
@@ -80,6 +76,33 @@ def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_conta
                     if toi < tv[ids[i]]:
                         tv[ids[i]] = toi
     return hits
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
+                 face_offset, edge_offset, eta, tv, n_threads):
+    """For every accepted query/target pair with overlapping swept boxes (mode 0: vertex-face,
+    1: edge-edge), the ACCD time of impact of x + tau p, tau in [0, 1]; tv[v] = min(tv[v], toi) for
+    the pair's four vertices when toi < 1. Returns the number of such pairs. The queries are split
+    in n_threads chunks (numba.get_num_threads() of the caller: read inside, it would keep the
+    kernel out of the cache), each with its own copy of tv (a min-reduction, no races)."""
+    nq = qlo.shape[0]
+    if nq == 0 or tlo.shape[0] == 0:
+        return 0
+    grid = hash_grid(qlo, qhi, tlo, thi)
+    nch = max(1, min(nq, n_threads))
+    n = tv.shape[0]
+    tvl = np.ones((nch, n))
+    hits = np.zeros(nch, dtype=np.int64)
+    for ch in prange(nch):
+        hits[ch] = _tois_range(ch * nq // nch, (ch + 1) * nq // nch, x, p, qlo, qhi, tlo, thi, grid, mode, faces,
+                               edges, vbody, self_contact, static, vertex_offset, face_offset, edge_offset, eta,
+                               tvl[ch])
+    for ch in range(nch):
+        for v in range(n):
+            if tvl[ch, v] < tv[v]:
+                tv[v] = tvl[ch, v]
+    return hits.sum()
 
 
 @njit(cache=True, fastmath=False)
@@ -137,8 +160,9 @@ def inertial_guess(x: np.ndarray, y: np.ndarray, free: np.ndarray, mesh, tets: n
         vlo, vhi = _boxes(x, x1, verts, m.vertex_offset)
         flo, fhi = _boxes(x, x1, m.faces, m.face_offset)
         elo, ehi = _boxes(x, x1, m.edges, m.edge_offset)
-        hits = _vertex_tois(x, p, vlo, vhi, flo, fhi, 0, *args, tv)
-        hits += _vertex_tois(x, p, elo, ehi, elo, ehi, 1, *args, tv)
+        nt = numba.get_num_threads()
+        hits = _vertex_tois(x, p, vlo, vhi, flo, fhi, 0, *args, tv, nt)
+        hits += _vertex_tois(x, p, elo, ehi, elo, ehi, 1, *args, tv, nt)
         hits += _tet_cuts(x, x1, tets, tv)
         if hits == 0:
             return x1, k + 1, int((t < 1.0).sum())
