@@ -9,6 +9,7 @@ not disturb another), collects their output and writes the report with the machi
     python scripts/bench.py                 # every area, full sizes
     python scripts/bench.py --quick         # smaller sizes, minutes instead of tens of minutes
     python scripts/bench.py protocol mpm    # only these areas (the others keep their last results)
+    python scripts/bench.py --compose-only  # only rewrite docs/benchmarks.md from docs/bench/*.md
 
 Each area's latest output is kept in docs/bench/<area>.md (with its date and machine) and
 docs/benchmarks.md is composed from those files, so areas can be re-measured one at a time.
@@ -81,8 +82,10 @@ def main(argv=None) -> int:
     ap.add_argument("areas", nargs="*", choices=[[], *AREAS], default=[], help="areas to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="smaller problem sizes")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--compose-only", action="store_true",
+                    help="run nothing: rewrite the report from docs/bench/<area>.md (after editing one by hand)")
     args = ap.parse_args(argv)
-    areas = args.areas or list(AREAS)
+    areas = [] if args.compose_only else (args.areas or list(AREAS))
     parts_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "bench")
     os.makedirs(parts_dir, exist_ok=True)
     stamp = f"_Measured {datetime.date.today().isoformat()}{' (quick sizes)' if args.quick else ''} on {machine()}._"
