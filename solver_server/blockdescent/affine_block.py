@@ -38,9 +38,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from solver_server.ipc.contact.barrier_pair import new_scratch, pair_energy, pair_terms
-from solver_server.ipc.contact.friction import f0, f1_over_y
+from solver_server.ipc.contact.barrier_pair import pair_energy, pair_terms
 from . import sweep as _sweep
+from .body_terms import (body_scratch, friction_block, friction_energy, friction_u, friction_u_hessian, ray_scratch,
+                         slot_positions)
 from .body_plan import body_colors, body_pair_lists
 
 BACKTRACK = 12        # halvings of a body step before it is dropped for this sweep
@@ -83,6 +84,15 @@ def _vertex_pos(v, x, q, b, vbody, voff, xh, xh_start, out):
     else:
         for a in range(3):
             out[a] = x[v, a]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _body_slots(ids, k, x, q, b, vbody, voff, xh, xh_start, pos, X):
+    """X (12,) = positions of the four slots of pair k (ids (K, 4)), body b's vertices from its rows q."""
+    for i in range(4):
+        _vertex_pos(ids[k, i], x, q, b, vbody, voff, xh, xh_start, pos)
+        for c in range(3):
+            X[3 * i + c] = pos[c]
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -154,29 +164,16 @@ def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
                 e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
     e += _orth_energy(q, L[b], kV[b], a)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
-    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    fids = FR[0]
     bp_s, bp_k, bf_s, bf_k = BL
     for j in range(bp_s[b], bp_s[b + 1]):
         k = bp_k[j]
-        for i in range(4):
-            _vertex_pos(pids[k, i], x, q, b, vbody, voff, xh, xh_start, pos)
-            for c in range(3):
-                X[3 * i + c] = pos[c]
+        _body_slots(pids, k, x, q, b, vbody, voff, xh, xh_start, pos, X)
         e += kappa * pair_energy(X, pee[k], poff[k], peps[k], dhat)
     for j in range(bf_s[b], bf_s[b + 1]):
         k = bf_k[j]
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
-        for i in range(4):
-            u = fids[k, i]
-            _vertex_pos(u, x, q, b, vbody, voff, xh, xh_start, pos)
-            d0 += fcoef[k, i] * (pos[0] - x_fr[u, 0])
-            d1 += fcoef[k, i] * (pos[1] - x_fr[u, 1])
-            d2 += fcoef[k, i] * (pos[2] - x_fr[u, 2])
-        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-        e += fml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps_f)
+        _body_slots(fids, k, x, q, b, vbody, voff, xh, xh_start, pos, X)
+        e += friction_energy(k, X, FR)
     return e
 
 
@@ -198,16 +195,14 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, 
             g[3 * s + c] += inv_h2 * acc
     _orth_add(q, L[b], kV[b], a, g, H)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
-    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    fids, fcoef, fT = FR[0], FR[1], FR[2]
     bp_s, bp_k, bf_s, bf_k = BL
     gp = SC[0]
     Hp = SC[6]
     slots = SC[12]
     for j in range(bp_s[b], bp_s[b + 1]):
         k = bp_k[j]
-        for i in range(4):
-            for c in range(3):
-                X[3 * i + c] = x[pids[k, i], c]
+        slot_positions(pids, k, x, X)
         e, ns = pair_terms(X, pee[k], poff[k], peps[k], dhat, True, True, SC)
         if ns == 0:
             continue
@@ -237,45 +232,25 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, 
                                 H[3 * r + c, 3 * s + d] += f * Hp[3 * si + c, 3 * sj + d]
     for j in range(bf_s[b], bf_s[b + 1]):
         k = bf_k[j]
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
         for r in range(4):
             wj[r] = 0.0      # cw = sum over the body's slots of c_i w_i
         for i in range(4):
             u = fids[k, i]
-            ci = fcoef[k, i]
-            d0 += ci * (x[u, 0] - x_fr[u, 0])
-            d1 += ci * (x[u, 1] - x_fr[u, 1])
-            d2 += ci * (x[u, 2] - x_fr[u, 2])
             if vbody[u] == b:
                 _weights(u, b, voff, xh, xh_start, wi)
                 for r in range(4):
-                    wj[r] += ci * wi[r]
-        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-        yk = math.sqrt(u0 * u0 + u1 * u1)
-        f = fml[k] * f1_over_y(yk, eps_f)
+                    wj[r] += fcoef[k, i] * wi[r]
+        slot_positions(fids, k, x, X)
+        u0, u1 = friction_u(k, X, FR)
+        f, h00, h01, h11 = friction_u_hessian(k, u0, u1, FR)
         for c in range(3):
             pos[c] = fT[k, c, 0] * u0 + fT[k, c, 1] * u1
-        # exact Hessian in u (PSD: f1' >= 0 below eps, 0 above): ml (f1' uh uh^T + f1/y (I - uh uh^T))
-        h00 = f
-        h01 = 0.0
-        h11 = f
-        if yk > 0.0:
-            fp = fml[k] * (2.0 / eps_f - 2.0 * yk / (eps_f * eps_f) if yk < eps_f else 0.0)
-            e0_ = u0 / yk
-            e1_ = u1 / yk
-            h00 = fp * e0_ * e0_ + f * (1.0 - e0_ * e0_)
-            h01 = (fp - f) * e0_ * e1_
-            h11 = fp * e1_ * e1_ + f * (1.0 - e1_ * e1_)
         for r in range(4):
             for c in range(3):
                 g[3 * r + c] += f * wj[r] * pos[c]
         for c in range(3):
             for d in range(3):
-                tt = (fT[k, c, 0] * (h00 * fT[k, d, 0] + h01 * fT[k, d, 1])
-                      + fT[k, c, 1] * (h01 * fT[k, d, 0] + h11 * fT[k, d, 1]))
+                tt = friction_block(fT, k, c, d, h00, h01, h11)
                 for r in range(4):
                     for s in range(4):
                         H[3 * r + c, 3 * s + d] += wj[r] * wj[s] * tt
@@ -357,10 +332,7 @@ def _prescribed_body(b, x, target, BD, AB, presc_tol, out):
     zb, tb, nv = AB[0], AB[2], AB[7]
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
-    cur = np.empty(3)
-    dx = np.empty(3)
-    nbv = np.empty(3)
-    nrm = np.empty(3)
+    cur, dx, nbv, nrm = ray_scratch()
     far = 0.0
     for r in range(4):
         for c in range(3):
@@ -391,19 +363,9 @@ def _free_body(b, x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol):
     dq = np.empty((4, 3))
     q1 = np.empty((4, 3))
     rest = np.empty((4, 3))
-    g = np.empty(12)
-    H = np.empty((12, 12))
     step = np.empty(12)
-    SC = new_scratch()
-    X = np.empty(12)
-    pos = np.empty(3)
-    a = np.empty(9)
-    wi = np.empty(4)
-    wj = np.empty(4)
-    cur = np.empty(3)
-    dx = np.empty(3)
-    nbv = np.empty(3)
-    nrm = np.empty(3)
+    g, H, SC, X, pos, a, wi, wj = body_scratch()
+    cur, dx, nbv, nrm = ray_scratch()
     y = yb[4 * b:4 * b + 4]
     res = 0.0
     cut = False
@@ -561,10 +523,7 @@ def affine_initial_guess(x, target, BD, AB):
     voff, bpresc = AB[6], AB[11]
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
-    cur = np.empty(3)
-    dx = np.empty(3)
-    nbv = np.empty(3)
-    nrm = np.empty(3)
+    cur, dx, nbv, nrm = ray_scratch()
     for b in range(voff.shape[0]):
         if bpresc[b]:
             continue

@@ -19,9 +19,10 @@ import math
 import numpy as np
 from numba import njit
 
-from solver_server.ipc.contact.barrier_pair import new_scratch, pair_energy, pair_terms
-from solver_server.ipc.contact.friction import f0, f1_over_y
+from solver_server.ipc.contact.barrier_pair import pair_energy, pair_terms
 from . import affine_block as _ab
+from .body_terms import (body_scratch, friction_block, friction_energy, friction_u, friction_u_hessian, ray_scratch,
+                         slot_positions)
 from .body_plan import body_pair_lists, coupling_keys
 
 CG_ITERATIONS = 60     # preconditioned CG iterations at most
@@ -43,6 +44,15 @@ def _pos(v, x, Q, vbody, free, xh, xh_start, voff, out):
             out[a] = x[v, a]
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _trial_slots(ids, k, x, Q, vbody, free, xh, xh_start, voff, pos, X):
+    """X (12,) = positions of the four slots of pair k (ids (K, 4)) at the trial rows Q (_pos)."""
+    for i in range(4):
+        _pos(ids[k, i], x, Q, vbody, free, xh, xh_start, voff, pos)
+        for c in range(3):
+            X[3 * i + c] = pos[c]
+
+
 @njit(cache=True, fastmath=False)
 def joint_energy(Q, x, inv_h2, AB, CT, FR, free, pmask, fmask):
     """The free bodies' objective at rows Q: inertia + orthogonality per body, barrier and friction of
@@ -62,30 +72,17 @@ def joint_energy(Q, x, inv_h2, AB, CT, FR, free, pmask, fmask):
                     e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - yb[4 * b + s, c]) * (q[t, c] - yb[4 * b + t, c])
         e += _ab._orth_energy(q, L[b], kV[b], a)
     pids, pee, poff, peps, dhat, kappa = CT[0], CT[1], CT[2], CT[3], CT[7], CT[8]
-    fids, fcoef, fT, fml, x_fr, eps_f = FR[0], FR[1], FR[2], FR[3], FR[7], FR[8]
+    fids = FR[0]
     for k in range(pids.shape[0]):
         if not pmask[k]:
             continue
-        for i in range(4):
-            _pos(pids[k, i], x, Q, vbody, free, xh, xh_start, voff, pos)
-            for c in range(3):
-                X[3 * i + c] = pos[c]
+        _trial_slots(pids, k, x, Q, vbody, free, xh, xh_start, voff, pos, X)
         e += kappa * pair_energy(X, pee[k], poff[k], peps[k], dhat)
     for k in range(fids.shape[0]):
         if not fmask[k]:
             continue
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
-        for i in range(4):
-            u = fids[k, i]
-            _pos(u, x, Q, vbody, free, xh, xh_start, voff, pos)
-            d0 += fcoef[k, i] * (pos[0] - x_fr[u, 0])
-            d1 += fcoef[k, i] * (pos[1] - x_fr[u, 1])
-            d2 += fcoef[k, i] * (pos[2] - x_fr[u, 2])
-        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-        e += fml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps_f)
+        _trial_slots(fids, k, x, Q, vbody, free, xh, xh_start, voff, pos, X)
+        e += friction_energy(k, X, FR)
     return e
 
 
@@ -151,14 +148,7 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
     # diagonal blocks and gradient
     G = np.zeros((nbod, 12))
     Hd = np.zeros((nbod, 12, 12))
-    SC = new_scratch()
-    X = np.empty(12)
-    pos = np.empty(3)
-    a = np.empty(9)
-    wi = np.empty(4)
-    wj = np.empty(4)
-    g = np.empty(12)
-    H = np.empty((12, 12))
+    g, H, SC, X, pos, a, wi, wj = body_scratch()
     q = np.empty((4, 3))
     for b in range(nbod):
         if not free[b]:
@@ -174,7 +164,7 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
     # off-diagonal blocks from pairs spanning two free bodies
     Ho = np.zeros((keys.shape[0], 12, 12))
     pee, poff, peps, dhat, kappa = CT[1], CT[2], CT[3], CT[7], CT[8]
-    fcoef, fT, fml, x_fr, eps_f = FR[1], FR[2], FR[3], FR[7], FR[8]
+    fcoef, fT = FR[1], FR[2]
     pmask = np.zeros(pids.shape[0], np.bool_)
     fmask = np.zeros(fids.shape[0], np.bool_)
     Hp = SC[6]
@@ -196,9 +186,7 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
                 distinct = True
         if not distinct:
             continue
-        for i in range(4):
-            for c in range(3):
-                X[3 * i + c] = x[pids[k, i], c]
+        slot_positions(pids, k, x, X)
         e, ns = pair_terms(X, pee[k], poff[k], peps[k], dhat, True, True, SC)
         if ns == 0:
             continue
@@ -243,28 +231,9 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
                     cw[found, r] += fcoef[k, i] * wi[r]
         if nb_ < 2:
             continue
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
-        for i in range(4):
-            u = fids[k, i]
-            d0 += fcoef[k, i] * (x[u, 0] - x_fr[u, 0])
-            d1 += fcoef[k, i] * (x[u, 1] - x_fr[u, 1])
-            d2 += fcoef[k, i] * (x[u, 2] - x_fr[u, 2])
-        u0 = fT[k, 0, 0] * d0 + fT[k, 1, 0] * d1 + fT[k, 2, 0] * d2
-        u1 = fT[k, 0, 1] * d0 + fT[k, 1, 1] * d1 + fT[k, 2, 1] * d2
-        yk = math.sqrt(u0 * u0 + u1 * u1)
-        f = fml[k] * f1_over_y(yk, eps_f)
-        h00 = f
-        h01 = 0.0
-        h11 = f
-        if yk > 0.0:
-            fp = fml[k] * (2.0 / eps_f - 2.0 * yk / (eps_f * eps_f) if yk < eps_f else 0.0)
-            e0_ = u0 / yk
-            e1_ = u1 / yk
-            h00 = fp * e0_ * e0_ + f * (1.0 - e0_ * e0_)
-            h01 = (fp - f) * e0_ * e1_
-            h11 = fp * e1_ * e1_ + f * (1.0 - e1_ * e1_)
+        slot_positions(fids, k, x, X)
+        u0, u1 = friction_u(k, X, FR)
+        f, h00, h01, h11 = friction_u_hessian(k, u0, u1, FR)
         for p1 in range(nb_):
             for p2 in range(nb_):
                 if p1 == p2:
@@ -272,8 +241,7 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
                 ei = _key_index(keys, bs[p1] * nbod + bs[p2])
                 for c in range(3):
                     for d in range(3):
-                        tt = (fT[k, c, 0] * (h00 * fT[k, d, 0] + h01 * fT[k, d, 1])
-                              + fT[k, c, 1] * (h01 * fT[k, d, 0] + h11 * fT[k, d, 1]))
+                        tt = friction_block(fT, k, c, d, h00, h01, h11)
                         for r in range(4):
                             for s in range(4):
                                 Ho[ei, 3 * r + c, 3 * s + d] += cw[p1, r] * cw[p2, s] * tt
@@ -349,10 +317,7 @@ def joint_step(x, target, inv_h2, BD, CT, FR, AB):
     # common admissible fraction
     t = 1.0
     dqb = np.empty((4, 3))
-    cur = np.empty(3)
-    dx = np.empty(3)
-    nbv = np.empty(3)
-    nrm = np.empty(3)
+    cur, dx, nbv, nrm = ray_scratch()
     for b in range(nbod):
         if not free[b]:
             continue
