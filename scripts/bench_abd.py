@@ -2,12 +2,14 @@
 (Bullet), and vs the same scene with the stiff role as stiff FEM solids (the pre-ABD path), in one run.
 
     python scripts/bench_abd.py [--quick] [--cubes 100] [--div 13] [--frames 24] [--no-accurate] [--no-blender]
-                                [--fem-frames K] [--fem-div D]
+                                [--layer 5] [--fem-frames K] [--fem-div D] [--fem-quality accurate] [--fem-only]
 
 --fem-frames K (default 0: off) also bakes the first K frames of the scene as stiff FEM (tetrahedralised
-cubes, E = 1e8 Pa, Accurate Newton), beside ABD Accurate on the same K frames; --fem-div D does that
-comparison on cubes of div D instead of --div (a stiff FEM pile of 100 cubes of 1,016 surface vertices is
-hundreds of thousands of tets).
+cubes, E = 1e8 Pa), beside ABD on the same K frames with the same solver; --fem-quality picks that solver
+(fast, accurate or both: fast then accurate); --fem-div D does that comparison on cubes of div D instead of
+--div (a stiff FEM pile of 100 cubes of 1,016 surface vertices is ~1.7 million tets: one div-13 cube is
+3,368 nodes, 17,118 tets); --fem-only skips the pile table (Fast, Accurate, Bullet) and runs only the
+comparison. --layer S: layers of S x S cubes (default 5), so a few cubes still fall onto each other.
 
 Scene: N cubes of 10 cm (each face split into div x div quads: 6 div^2 + 2 vertices, 1,016 at div 13),
 density 500 kg/m^3, mu 0.3, in layers of 5 x 5 (0.15 m pitch) above a ground plane, each layer shifted by half a cube
@@ -52,24 +54,25 @@ def _rz(a: float) -> np.ndarray:
     return np.array([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0], [0.0, 0.0, 1.0]])
 
 
-def placements(n: int) -> list:
-    """(centre (3,), rotation (3, 3)) of n cubes: layers of 5 x 5 at 0.15 m pitch (a cube turned about
-    z spans at most 0.1 sqrt 2 = 0.141 m), 0.14 m apart in height, odd layers shifted by half a cube,
-    each layer turned by 17 degrees more about z and each cube by up to 12 degrees more."""
+def placements(n: int, side: int = 5) -> list:
+    """(centre (3,), rotation (3, 3)) of n cubes: layers of side x side at 0.15 m pitch (a cube turned
+    about z spans at most 0.1 sqrt 2 = 0.141 m), 0.14 m apart in height, odd layers shifted by half a
+    cube, each layer turned by 17 degrees more about z and each cube by up to 12 degrees more."""
     out = []
+    mid = 0.5 * (side - 1)
     for i in range(n):
-        layer, k = divmod(i, 25)
-        r, c = divmod(k, 5)
+        layer, k = divmod(i, side * side)
+        r, c = divmod(k, side)
         sh = 0.05 * (layer % 2)
-        centre = np.array([(c - 2) * 0.15 + sh, (r - 2) * 0.15 + sh, 0.06 + 0.14 * layer])
+        centre = np.array([(c - mid) * 0.15 + sh, (r - mid) * 0.15 + sh, 0.06 + 0.14 * layer])
         out.append((centre, _rz(math.radians(17.0 * layer + 3.0 * (k % 5)))))
     return out
 
 
-def make_scene(n: int, div: int, frames: int, quality: str) -> Scene:
+def make_scene(n: int, div: int, frames: int, quality: str, side: int = 5) -> Scene:
     bodies = []
     V0, T = box((SIZE, SIZE, SIZE), center=(0.0, 0.0, 0.0), divisions=div)
-    for i, (c, R) in enumerate(placements(n)):
+    for i, (c, R) in enumerate(placements(n, side)):
         bodies.append(Body(f"cube{i}", "stiff", V0 @ R.T + c, T, material=Material(density=500.0, friction=0.3)))
     G, GT, _ = grid_sheet((3.0, 3.0), (2, 2), center=(0.0, 0.0, 0.0))
     bodies.append(Body("ground", "collider", G, GT, material=Material(friction=0.3)))
@@ -123,19 +126,29 @@ def _frames_of(x: np.ndarray, n: int, nv: int, V0c: np.ndarray) -> tuple:
 
 def _as_stiff_fem(b: IPCBackend, sc: Scene) -> None:
     """Rebuild backend b with the stiff role as stiff FEM solids (tetrahedralised, E >= 1e8 Pa) and the
-    Accurate (Newton) stepper: the path every stiff object took before affine bodies."""
+    scene's solver, set up as IPCBackend.__init__ does: the path every stiff object took before affine
+    bodies (Accurate: Newton; Fast: vertex block descent with FAST_SUBSTEPS steps per frame)."""
+    from solver_server.backends.ipc_backend import FAST_SUBSTEPS, FAST_SWEEPS, _choose_threads
     from solver_server.ipc.contact_bridge import ContactTerms
     st = sc.settings
     b.system = build_system(sc, affine=False)
+    fast = b.quality == "fast"
+    _choose_threads(b.system, fast=fast)
     ct = ContactTerms(b.system, st.contact_gap)
-    ct.kappa = b._initial_kappa(ct)
     b.contact = ct
-    b.stepper = TimeStepper(b.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct)
+    if fast:
+        from solver_server.blockdescent.stepper import BlockDescentStepper
+        h = st.dt / FAST_SUBSTEPS
+        ct.kappa = b._initial_kappa(ct, h)
+        b.stepper = BlockDescentStepper(b.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct)
+    else:
+        ct.kappa = b._initial_kappa(ct)
+        b.stepper = TimeStepper(b.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct)
 
 
 def run_clearance(sc: Scene, frames: int, fem: bool = False) -> dict:
     q = sc.settings.solver_quality
-    label = "stiff FEM (Accurate)" if fem else f"ABD {q}"
+    label = f"stiff FEM ({q.capitalize()})" if fem else f"ABD {q}"
     _log(f"Clearance {label}: building (includes the start-frame exact intersection check)")
     t0 = time.perf_counter()
     b = IPCBackend(sc)
@@ -167,14 +180,15 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False) -> dict:
             worst = max(worst, max_penetration(cs, Rs, zmin))
         _log(f"  {label} frame {f + 1}: {r.stats['seconds']:.2f} s, {r.stats['newton_iterations']} it., "
              f"{r.stats['contacts']} contacts")
-    name = "Clearance stiff FEM (Accurate)" if fem else f"Clearance {q.capitalize()}"
+    name = f"Clearance stiff FEM ({q.capitalize()})" if fem else f"Clearance {q.capitalize()}"
     return {"solver": name, "s_per_frame": float(np.mean(secs)) if secs else first,
             "first": first, "intersections": inter, "penetration": None if fem else worst, "build": build,
-            "check": check, "iterations": float(np.mean(its)), "vertices": int(b.system.n),
-            "tets": int(len(b.system.elastic.tets)), "frames": frames}
+            "check": check, "iterations": float(np.mean(its[1:] or its)), "vertices": int(b.system.n),
+            "tets": int(len(b.system.elastic.tets)), "frames": frames, "quality": q,
+            "per_frame": [first] + secs, "its_per_frame": its}
 
 
-def run_bullet(sc: Scene, frames: int) -> dict:
+def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
     """The same cubes in Blender's rigid body world (Bullet), through bpy."""
     _log("Blender rigid body (Bullet)")
     import bpy
@@ -211,7 +225,7 @@ def run_bullet(sc: Scene, frames: int) -> dict:
         return ob
 
     obs = []
-    for i, (c, R) in enumerate(placements(len(cubes))):
+    for i, (c, R) in enumerate(placements(len(cubes), side)):
         ob = add_rb(obj(f"cube{i}", V0, T, tuple(c), R), "ACTIVE")
         ob.rigid_body.collision_shape = "BOX"
         ob.rigid_body.mass = 500.0 * SIZE ** 3
@@ -243,7 +257,7 @@ def run_bullet(sc: Scene, frames: int) -> dict:
 def markdown(res: list, a) -> str:
     nv = 6 * a.div ** 2 + 2
     res = [r for r in res if not r.get("fem_table")]
-    lines = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of 5 x 5 falling into a pile on "
+    lines = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of {a.layer} x {a.layer} falling into a pile on "
              f"the ground, {a.frames} frames at 24 fps, same run. Intersections: exact edge-triangle count "
              "summed over all frames; penetration: deepest cube-cube (separating-axis depth) or cube-ground "
              "overlap over all frames.", "",
@@ -263,20 +277,47 @@ def markdown(res: list, a) -> str:
     return "\n".join(lines)
 
 
-def fem_markdown(abd: dict, fem: dict, cubes: int, div: int) -> str:
-    """ABD vs stiff FEM on the same cubes and frames, both Accurate, same run."""
+def fem_markdown(pairs: list, cubes: int, div: int, side: int) -> str:
+    """ABD vs stiff FEM on the same cubes and frames with the same solver, same run; pairs: (abd, fem)
+    result dicts per solver quality."""
     nv = 6 * div ** 2 + 2
-    return "\n".join([
-        f"ABD vs stiff FEM, same run: {cubes} cubes of {nv:,} surface vertices (div {div}), the first {fem['frames']} "
-        f"frames of the same pile, both with the Accurate (Newton) solver; s / frame over frames 2-{fem['frames']} "
-        "(frame 1 includes compilation).", "",
-        "| stiff role as | s / frame | frame 1 (s) | Newton it. / frame | vertices | tets | intersections |",
-        "|---|---|---|---|---|---|---|",
-        f"| affine bodies (ABD) | {abd['s_per_frame']:.2f} | {abd['first']:.1f} | {abd['iterations']:.1f} | "
-        f"{abd['vertices']:,} | 0 | {abd['intersections']} |",
-        f"| stiff FEM (E = 1e8 Pa) | {fem['s_per_frame']:.2f} | {fem['first']:.1f} | {fem['iterations']:.1f} | "
-        f"{fem['vertices']:,} | {fem['tets']:,} | {fem['intersections']} |",
-        "", f"ABD is {fem['s_per_frame'] / abd['s_per_frame']:.1f}x faster per frame here."])
+    frames = pairs[0][1]["frames"]
+    unit = {"fast": "sweeps", "accurate": "Newton it."}
+    lines = [f"ABD vs stiff FEM, same run: {cubes} cubes of {nv:,} surface vertices (div {div}, layers of {side} x "
+             f"{side}), the first {frames} frames of the same pile, each solver on both; s / frame and "
+             f"iterations / frame over frames 2-{frames} (frame 1 includes compilation / cache load).", "",
+             "| solver | stiff role as | s / frame | frame 1 (s) | iterations / frame | vertices | tets | "
+             "intersections |", "|---|---|---|---|---|---|---|---|"]
+    for abd, fem in pairs:
+        q = abd["quality"].capitalize()
+        for lab, r in (("affine bodies (ABD)", abd), ("stiff FEM (E = 1e8 Pa)", fem)):
+            lines.append(f"| {q} | {lab} | {r['s_per_frame']:.2f} | {r['first']:.1f} | {r['iterations']:.1f} "
+                         f"{unit[r['quality']]} | {r['vertices']:,} | {r['tets']:,} | {r['intersections']} |")
+    lines.append("")
+    for abd, fem in pairs:
+        pf = lambda r: " / ".join(f"{t:.1f}" for t in r["per_frame"])  # noqa: E731
+        lines.append(f"{abd['quality'].capitalize()}: ABD is {fem['s_per_frame'] / abd['s_per_frame']:.1f}x faster "
+                     f"per frame (frames: ABD {pf(abd)} s, FEM {pf(fem)} s).")
+    return "\n".join(lines)
+
+
+def _profiled(on: bool, fn, *args, **kw):
+    """fn(*args, **kw), under cProfile when ``on``: the 15 functions with the most own time go to stderr
+    (numba kernels count as one call each, so this shows which solver stage the time is spent in)."""
+    if not on:
+        return fn(*args, **kw)
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    try:
+        return fn(*args, **kw)
+    finally:
+        pr.disable()
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(15)
+        print(buf.getvalue(), file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -285,25 +326,38 @@ def main() -> None:
     ap.add_argument("--cubes", type=int, default=100)
     ap.add_argument("--div", type=int, default=13)
     ap.add_argument("--frames", type=int, default=24)
+    ap.add_argument("--layer", type=int, default=5, help="cubes per layer side (layers of S x S)")
     ap.add_argument("--no-accurate", action="store_true")
     ap.add_argument("--no-blender", action="store_true")
     ap.add_argument("--fem-frames", type=int, default=0, help="also bake this many frames as stiff FEM (0: off)")
     ap.add_argument("--fem-div", type=int, default=0, help="cube divisions for the FEM comparison (0: --div)")
+    ap.add_argument("--fem-quality", choices=("fast", "accurate", "both"), default="accurate",
+                    help="solver of the FEM comparison (both: fast, then accurate)")
+    ap.add_argument("--fem-only", action="store_true", help="only the ABD vs stiff FEM comparison")
+    ap.add_argument("--fem-profile", action="store_true",
+                    help="profile the FEM runs (cProfile, top functions by own time to stderr)")
     a = ap.parse_args()
     if a.quick:
         a.cubes, a.frames = 25, 12
-    res = [run_clearance(make_scene(a.cubes, a.div, a.frames, "fast"), a.frames)]
-    if not a.no_accurate:
-        res.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate"), a.frames))
-    if not a.no_blender:
-        res.append(run_bullet(make_scene(a.cubes, a.div, a.frames, "fast"), a.frames))
-    out = markdown(res, a)
+    parts = []
+    if not a.fem_only:
+        res = [run_clearance(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames)]
+        if not a.no_accurate:
+            res.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate", a.layer), a.frames))
+        if not a.no_blender:
+            res.append(run_bullet(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, a.layer))
+        parts.append(markdown(res, a))
     if a.fem_frames > 0:
         fdiv = a.fem_div or a.div
-        abd = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, "accurate"), a.fem_frames)
-        fem = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, "accurate"), a.fem_frames, fem=True)
-        out += "\n\n" + fem_markdown(abd, fem, a.cubes, fdiv)
-    print(out)
+        pairs = []
+        for q in (("fast", "accurate") if a.fem_quality == "both" else (a.fem_quality,)):
+            abd = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, q, a.layer), a.fem_frames)
+            fem = _profiled(a.fem_profile, run_clearance, make_scene(a.cubes, fdiv, a.fem_frames, q, a.layer),
+                            a.fem_frames, fem=True)
+            pairs.append((abd, fem))
+            print(fem_markdown(pairs, a.cubes, fdiv, a.layer), file=sys.stderr, flush=True)  # so far
+        parts.append(fem_markdown(pairs, a.cubes, fdiv, a.layer))
+    print("\n\n".join(parts))
 
 
 if __name__ == "__main__":
