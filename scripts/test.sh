@@ -15,4 +15,4 @@ workers=${CLEARANCE_TEST_WORKERS:-2}
 if [ "$workers" != 0 ]; then
   set -- -n "$workers" --dist loadscope "$@"
 fi
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=25 "$@"
