@@ -2,8 +2,9 @@
 pre-factorised matrix, cut to the vertices' admissible sets.
 
 Why: Gauss-Seidel carries tension across a stiff membrane one ring of vertices per sweep. On the
-64^2 drape (E t = 100 N/m against m/h^2 = 0.45 N/m per vertex) four steps of 25 sweeps land 44 mm
-RMS from the step's minimum (docs/solver.md, "Why the sweep budget costs accuracy"). A Newton
+64^2 drape (E t = 100 N/m against m/h^2 = 0.45 N/m per vertex) four steps of 25 sweeps land 35 mm
+RMS from the step's minimum at frame 40, where the converged cloth moves 38 mm (docs/solver.md, "How
+far a fixed sweep budget is from the step's minimum"). A Newton
 solve would fix the long wavelengths but costs a sparse factorisation per iteration.
 
 How: the projective-dynamics observation (book "Projective dynamics"; Bouaziz et al. 2014) that
