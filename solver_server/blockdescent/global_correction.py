@@ -166,7 +166,10 @@ class GlobalCorrection:
     """The pre-factorised stretching model of one stepper and the correction step (module docstring)."""
 
     def __init__(self, EL: tuple, n: int, mass: np.ndarray, h: float, free: np.ndarray):
-        self.free_idx = np.ascontiguousarray(np.flatnonzero(free), np.int32)
+        # a massless vertex (on no element) would make P singular; the correction leaves it to the sweeps
+        self.free_idx = np.ascontiguousarray(np.flatnonzero(free & (np.asarray(mass) > 0.0)), np.int32)
+        free = np.zeros(n, bool)
+        free[self.free_idx] = True
         self.inv_h2 = 1.0 / (h * h)
         self.solve = _factor(stretch_matrix(EL, n, mass, self.inv_h2, free)) if len(self.free_idx) else None
         self.G0 = np.zeros((len(self.free_idx), 3))
