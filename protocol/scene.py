@@ -40,6 +40,14 @@ converged to ``newton_tol``, slower. Both keep the scene free of intersections."
 SOLVER_QUALITY_OF_OLD_SCENES = "accurate"
 """What a scene without ``solver_quality`` means: scenes written or sent before protocol 1.1
 had only the Newton IPC solver, so decoding fills in "accurate" (not the dataclass default)."""
+INTEGRATORS = ("implicit_euler", "bdf2")
+"""IPC time integrators (``Settings.integrator``, both solvers). ``implicit_euler``: first order, damps
+fast motion, so a bounce loses more the fewer substeps resolve it. ``bdf2``: second-order BDF
+(seed 003: restitution is the energy conservation of the time stepper); bounces keep their height
+far better and depend far less on Substeps (docs/solver.md, "Bounce"). Both keep the no-intersection
+guarantee."""
+INTEGRATOR_OF_OLD_SCENES = "implicit_euler"
+"""What a scene without ``integrator`` means: before protocol 1.4 the IPC solvers were implicit Euler."""
 MPM_DOMAINS = ("auto", "box")
 """MPM domain modes (``Settings.mpm_domain``). ``auto``: the grid covers the granular bodies and
 every collider (all frames) plus a margin, with no walls; particles that leave it fall on
@@ -295,6 +303,7 @@ class Settings:
     max_newton_iterations: int = 100
     backend: str = "ipc"               # one of BACKENDS; scenes with granular bodies use "mpm"
     solver_quality: str = "fast"       # one of SOLVER_QUALITIES (IPC backend); absent on the wire: "accurate"
+    integrator: str = "implicit_euler"  # one of INTEGRATORS (IPC backend, since protocol 1.4; absent: implicit_euler)
     elastic_model: str = "neo_hookean"
     mpm_domain: str = "auto"           # one of MPM_DOMAINS; absent on the wire: "box"
     domain_min: tuple = (-2.0, -2.0, 0.0)   # m, MPM domain box (walls), used when mpm_domain is "box"
@@ -332,6 +341,9 @@ class Settings:
         if self.solver_quality not in SOLVER_QUALITIES:
             raise SceneError(f"unknown solver_quality {self.solver_quality!r}; use one of {SOLVER_QUALITIES} "
                              "(fast: block descent, accurate: Newton IPC)", "", "solver_quality")
+        if self.integrator not in INTEGRATORS:
+            raise SceneError(f"unknown integrator {self.integrator!r}; use one of {INTEGRATORS} "
+                             "(implicit_euler: damps bounces, bdf2: keeps them)", "", "integrator")
         if self.mpm_domain not in MPM_DOMAINS:
             raise SceneError(f"unknown mpm_domain {self.mpm_domain!r}; use one of {MPM_DOMAINS} (auto: the "
                              "colliders' bounds plus a margin, open; box: walls at domain_min..domain_max)",

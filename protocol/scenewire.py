@@ -11,7 +11,8 @@ Fields added by a minor version are listed in :data:`SETTINGS_SINCE`. Two rules 
 peers working: decoding a settings map without such a field gives the value an older peer
 meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mpm_domain`` absent ->
 "box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2; ``material.element``
-absent -> "linear", the only solid element before 1.3), and encoding for
+absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> "implicit_euler", the
+only IPC integrator before 1.4), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -23,17 +24,18 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import (ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
+from .scene import (ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, INTEGRATOR_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
                     Material, Scene, Settings)
 from .version import PROTOCOL_VERSION, version_str
 
 SETTINGS_SINCE = {"solver_quality": ((1, 1), SOLVER_QUALITY_OF_OLD_SCENES),
-                  "mpm_domain": ((1, 2), MPM_DOMAIN_OF_OLD_SCENES)}
+                  "mpm_domain": ((1, 2), MPM_DOMAIN_OF_OLD_SCENES),
+                  "integrator": ((1, 4), INTEGRATOR_OF_OLD_SCENES)}
 """Settings fields added by a minor version: name -> (first version that knows it, the value a
 map without the field means). The meaning of absence is what peers of older versions did, which
 may differ from the dataclass default chosen for new scenes."""
 
-SETTINGS_USED_BY = {"mpm_domain": ("mpm",)}
+SETTINGS_USED_BY = {"mpm_domain": ("mpm",), "integrator": ("ipc",)}
 """Settings fields only some backends read: for an older peer such a field is simply left out
 when the scene's backend does not use it (its value cannot change that peer's result)."""
 
