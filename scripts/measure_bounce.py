@@ -3,11 +3,13 @@
 Implicit Euler damps fast motion, and an impact is fast: the rebound the artist sees depends on how
 many steps resolve the contact. Soft cube 0.2 m (2x2x2 divisions), E = 1e5 Pa, rho = 1000 kg/m^3,
 centre dropped from 0.3 m onto a frictionless plane, 24 fps, 18 frames. Restitution
-e = sqrt(rise / fall) of the centroid height after and before its lowest point (frame-sampled).
+e = sqrt(rise / fall) of the centroid height around its first bounce (frame-sampled): the fall from
+the drop height to the first frame after which the centroid rises, the rise from there to the next
+highest frame before it falls again (a bouncy cube's second impact may sink lower than its first).
 
-    .venv/bin/python scripts/measure_bounce.py [accurate|fast] [1,4,16,64]
+    .venv/bin/python scripts/measure_bounce.py [accurate|fast] [1,4,16,64] [implicit_euler|bdf2] [damping s]
 
-Figures in docs/addon.md ("Substeps and bouncing").
+Figures in docs/solver.md ("Bounce") and docs/addon.md ("Substeps and bouncing").
 """
 from __future__ import annotations
 
@@ -28,31 +30,61 @@ DROP = 0.3
 """Start height (m) of the cube's centre; it rests at 0.1 m."""
 
 
-def restitution(quality: str, substeps: int, frames: int = 18) -> float:
-    """sqrt(rise / fall) of the cube's centroid around its lowest frame."""
+def first_bounce(zc: np.ndarray, drop: float = DROP) -> float:
+    """sqrt(rise / fall) of frame-sampled centroid heights zc (m) around the first bounce: the fall
+    ends at the first frame the next one is above, the rise at the highest frame before the
+    centroid descends again (0 when it never rises)."""
+    k = next((i for i in range(len(zc) - 1) if zc[i + 1] > zc[i]), len(zc) - 1)
+    j = k
+    while j + 1 < len(zc) and zc[j + 1] >= zc[j]:
+        j += 1
+    return float(np.sqrt(max(zc[j] - zc[k], 0.0) / (drop - zc[k])))
+
+
+def bounce_scene(quality: str, substeps: int, integrator: str = "implicit_euler", damping: float = 0.0,
+                 frames: int = 18) -> Scene:
+    """The soft cube over the plane (module doc)."""
     V, T = box((0.2, 0.2, 0.2), center=(0.0, 0.0, DROP), divisions=2)
-    cube = Body("cube", "solid", V, T, material=Material(youngs_modulus=1e5, density=1000.0, friction=0.0))
+    cube = Body("cube", "solid", V, T, material=Material(youngs_modulus=1e5, density=1000.0, friction=0.0,
+                                                          damping=damping))
     P, PT, _ = grid_sheet((2.0, 2.0), (2, 2), center=(0.0, 0.0, 0.0))
     plane = Body("ground", "collider", P, PT, material=Material(friction=0.0))
-    sc = Scene(Settings(frame_end=frames + 1, substeps=substeps, solver_quality=quality), (cube, plane))
-    b = IPCBackend(sc)
-    n = len(V)
-    zc = []
+    st = Settings(frame_end=frames + 1, substeps=substeps, solver_quality=quality, integrator=integrator)
+    return Scene(st, (cube, plane))
+
+
+def drop(quality: str, substeps: int, integrator: str = "implicit_euler", damping: float = 0.0,
+         frames: int = 18) -> tuple:
+    """(centroid heights per frame (m), smallest contact distance over the run (m), edge-triangle
+    intersections summed over the frames) of the drop."""
+    b = IPCBackend(bounce_scene(quality, substeps, integrator, damping, frames))
+    n = len(b.scene.bodies[0].vertices)
+    zc, dmin, crossings = [], np.inf, 0
     for _ in range(frames):
-        b.advance()
+        r = b.advance()
         zc.append(b.stepper.x[:n, 2].mean())
-    zc = np.array(zc)
-    k = int(np.argmin(zc))
-    return float(np.sqrt(max(zc[k:].max() - zc[k], 0.0) / (DROP - zc[k])))
+        if r.stats.get("min_distance") is not None:
+            dmin = min(dmin, r.stats["min_distance"])
+        crossings += b.contact.count_intersections(b.system.dof_map.to_x(b.stepper.x))
+    return np.array(zc), dmin, crossings
+
+
+def restitution(quality: str, substeps: int, integrator: str = "implicit_euler", damping: float = 0.0,
+                frames: int = 18) -> float:
+    """sqrt(rise / fall) of the cube's centroid around its first bounce."""
+    return first_bounce(drop(quality, substeps, integrator, damping, frames)[0])
 
 
 def main() -> None:
     quality = sys.argv[1] if len(sys.argv) > 1 else "accurate"
     counts = [int(a) for a in (sys.argv[2] if len(sys.argv) > 2 else "1,4,16,64").split(",")]
+    integrator = sys.argv[3] if len(sys.argv) > 3 else "implicit_euler"
+    damping = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     for s in counts:
         t0 = time.time()
-        e = restitution(quality, s)
-        print(f"{quality}: {s:3d} substeps at 24 fps -> restitution {e:.2f} ({time.time() - t0:.0f} s)", flush=True)
+        e = restitution(quality, s, integrator, damping)
+        print(f"{quality} {integrator} damping {damping:g} s: {s:3d} substeps at 24 fps -> restitution {e:.2f} "
+              f"({time.time() - t0:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def _bake(args: argparse.Namespace) -> int:
         return 1
     try:
         return bake(scene, args.out, tuple(args.frames) if args.frames else None, args.resume,
-                    solver_quality=args.solver_quality)
+                    solver_quality=args.solver_quality, integrator=args.integrator)
     except SceneError as e:
         print(f"clearance-server bake: {e}", file=sys.stderr, flush=True)
         return 1
@@ -95,7 +95,7 @@ def _warmup(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``clearance-server`` argument parser (``serve``, ``bake``, ``warmup``, ``keygen``)."""
     from . import warmup
-    from protocol.scene import SOLVER_QUALITIES
+    from protocol.scene import INTEGRATORS, SOLVER_QUALITIES
     p = argparse.ArgumentParser(prog="clearance-server", description="Clearance solver server")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve bake jobs over ZeroMQ")
@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--solver-quality", choices=SOLVER_QUALITIES, default=None,
                    help="IPC solver: fast (block descent, the default of new scenes) or accurate (Newton IPC "
                         "converged to the tolerance); default: the scene file's setting")
+    b.add_argument("--integrator", choices=INTEGRATORS, default=None,
+                   help="IPC time integrator: implicit_euler (damps bounces; fewer substeps lose more) or bdf2 "
+                        "(second order: bounces keep their height at any substep count); default: the scene file's")
     b.set_defaults(func=_bake)
     w = sub.add_parser("warmup", help="compile the solver kernels ahead of the first bake (a farm node's "
                                       "install step)", description=warmup.DESCRIPTION)

@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 
 from protocol.scene import Scene, SceneError
+from solver_server.ipc.damping import vertex_damping
 from solver_server.ipc.integrator import TimeStepper
 from solver_server.ipc.system import build_system
 from .base import Backend, FrameResult, ProgressFn
@@ -34,6 +35,7 @@ class IPCBackend(Backend):
         st = scene.settings
         if getattr(st, "solver_quality", "accurate") == "fast":
             _refuse_quadratic_in_fast(scene)
+            _refuse_damping_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
         _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
@@ -51,10 +53,12 @@ class IPCBackend(Backend):
             h = st.dt / FAST_SUBSTEPS
             if ct is not None:
                 ct.kappa = self._initial_kappa(ct, h)
-            self.stepper = BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct)
+            self.stepper = BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct,
+                                               integrator=getattr(st, "integrator", "implicit_euler"))
         else:
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
-                                       linear_solver)
+                                       linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
+                                       damping=vertex_damping(self.system, scene))
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -164,6 +168,7 @@ class IPCBackend(Backend):
             raise ValueError(f"state has {x.shape[0]} vertices, the scene has {self.stepper.x.shape[0]}")
         self.stepper.x = x.copy()
         self.stepper.v = np.asarray(state["v"], np.float64).copy()
+        self.stepper.history.reset()   # BDF-2 restarts from the resumed state alone (ipc/bdf2.py)
         self.frame = int(frame)
 
 
@@ -216,6 +221,16 @@ def _refuse_quadratic_in_fast(scene: Scene) -> None:
             raise SceneError(f"{b.name}: quadratic tetrahedra (Element: Quadratic) need the Accurate solver; set "
                              "Solver to Accurate, or the object's Element to Linear for the Fast solver",
                              b.name, "element")
+
+
+def _refuse_damping_in_fast(scene: Scene) -> None:
+    """The Fast (block-descent) solver has no material damping (ipc/damping.py): name the first
+    simulated body that asks for it."""
+    for b in scene.bodies:
+        if b.role in ("solid", "cloth", "rod") and getattr(b.material, "damping", 0.0) > 0.0:
+            raise SceneError(f"{b.name}: material Damping ({b.material.damping:g} s) needs the Accurate solver; set "
+                             "Solver to Accurate, or the object's Damping to 0 for the Fast solver",
+                             b.name, "damping")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

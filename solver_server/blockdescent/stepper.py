@@ -1,4 +1,4 @@
-"""One implicit-Euler step by block descent (the "fast" solver quality).
+"""One implicit-Euler (or BDF-2) step by block descent (the "fast" solver quality).
 
 Same objective as the Newton stepper (ipc/integrator.py): inertia + elasticity + kappa x barrier
 + lagged friction, y = x^n + h v^n + h^2 g, friction frozen at x^n. The step alternates contact
@@ -7,6 +7,10 @@ largest vertex move of a sweep is below ``tol`` (m) and every prescribed vertex 
 at its target, or the sweep budget is spent. Prescribed vertices move inside their balls too, so
 a keyframed collider can never push through cloth; if it cannot reach its target within the
 budget the step reports converged=False (the next step continues from where it stopped).
+
+With ``integrator="bdf2"`` the objective is BDF-2's (ipc/bdf2.py): y = x_hat + h_e v_hat + h_e^2 g,
+1/h_e^2 in front of the inertia, friction slip measured from x_hat, v = (x - x_hat) / h_e. The sweeps,
+balls and CCD are unchanged and still start from the intersection-free x^n.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import numba
 import numpy as np
 
 from solver_server.ipc.contact.threads import threads_for
+from solver_server.ipc.bdf2 import History, gravity_rows
 from solver_server.ipc.contact_bridge import EPS_V
 from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
@@ -55,7 +60,7 @@ class BlockDescentStepper:
     """Advances (x, v) of a System by implicit-Euler steps of length h with block descent."""
 
     def __init__(self, sys: System, h: float, gravity, tol: float, max_sweeps: int, contact=None,
-                 rho: float = CHEBYSHEV_RHO, gamma: float = GAMMA):
+                 rho: float = CHEBYSHEV_RHO, gamma: float = GAMMA, integrator: str = "implicit_euler"):
         self.s = sys
         self.h = float(h)
         self.gravity = np.asarray(gravity, np.float64)
@@ -67,6 +72,8 @@ class BlockDescentStepper:
         self.x = sys.z0.copy()   # the DOF array z: N vertex rows, then 4 rows per affine body
         self.v = sys.vz0.copy()
         self.v_prev = None      # vertex velocities of the step before (m/s), for predicted_positions
+        self.history = History(integrator, gravity_rows(sys, self.gravity))   # BDF-2's previous state
+        h_e = self.history.targets(self.x, self.v, self.h)[2]                 # the potential's step (s)
         n = sys.n
         el = sys.elastic
         self.n_elements = el.n_elements()
@@ -103,7 +110,7 @@ class BlockDescentStepper:
         self.detections = 0
         self.cut_limit = max(8, int(CUT_FRACTION * n))
         free = sys.dynamic[:n] & ~self.presc
-        self.correction = GlobalCorrection(self.EL, n, sys.mass[:n], self.h, free) if GLOBAL_CORRECTION else None
+        self.correction = GlobalCorrection(self.EL, n, sys.mass[:n], h_e, free) if GLOBAL_CORRECTION else None
         self.corrections = 0
 
     # --- pieces -----------------------------------------------------------------------------------
@@ -113,8 +120,10 @@ class BlockDescentStepper:
         return (z4, np.zeros(0, np.uint8), np.zeros(0), np.zeros(0), s0, np.zeros(0, np.int32),
                 np.zeros(0, np.int32), dhat, kappa, np.zeros(0), np.zeros((self.s.n, 3)))
 
-    def _friction_tuple(self, x_n: np.ndarray, eps: float) -> tuple:
+    def _friction_tuple(self, x_n: np.ndarray, eps: float, x_ref: Optional[np.ndarray] = None) -> tuple:
+        """Lagged friction set up at x_n; slip measured from x_ref (default x_n; BDF-2: x_hat)."""
         n = self.s.n
+        x_ref = x_n if x_ref is None else np.ascontiguousarray(x_ref)
         ct = self.contact
         fs = None
         if ct is not None:
@@ -122,10 +131,10 @@ class BlockDescentStepper:
             fs = ct.fs
         if fs is None or len(fs) == 0:
             return (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0),
-                    np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), x_n, eps)
+                    np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), x_ref, eps)
         ids = np.ascontiguousarray(fs.ids, np.int32)
         return (ids, np.ascontiguousarray(fs.coef), np.ascontiguousarray(fs.T), np.ascontiguousarray(fs.mu_lambda),
-                *incidence(ids, n), x_n, eps)
+                *incidence(ids, n), x_ref, eps)
 
     def _query_radius(self, x: np.ndarray, target: np.ndarray) -> float:
         """Broad-phase distance (m): large enough that a vertex can make its whole predicted move
@@ -153,9 +162,14 @@ class BlockDescentStepper:
         x_n = self.x.copy()
         N = s.n
         dyn = s.dynamic & ~self.presc
+        x_hat, v_hat, h_e = self.history.targets(x_n, self.v, h)
         y = x_n.copy()
-        y[:N][dyn] += h * self.v[:N][dyn] + h * h * self.gravity
+        y[:N][dyn] = x_hat[:N][dyn] + h_e * v_hat[:N][dyn] + h_e * h_e * self.gravity
         self.affine.inertia_target(x_n, self.v, h, self.gravity, y)
+        if h_e != h:   # BDF-2 body rows (the adaptive start rows above stay those of x^n, v^n)
+            y[N:] = x_hat[N:] + h_e * v_hat[N:]
+            y[N::4] += h_e * h_e * self.gravity
+            s.dof_map.sync(y)
         target = y.copy()
         if len(s.bc_index):
             target[s.bc_index] = s.bc_target(frame_end)
@@ -166,13 +180,13 @@ class BlockDescentStepper:
         ct = self.contact
         dhat = ct.dhat if ct is not None else 0.0
         kappa = ct.kappa if ct is not None else 0.0
-        FR = self._friction_tuple(x_n[:N], EPS_V * h)
+        FR = self._friction_tuple(x_n[:N], EPS_V * h_e, x_hat[:N])
         x1 = x.copy()
         x2 = x.copy()
         out = np.zeros(6)
         k_cheb, omega = 0, 1.0
         left = self.max_sweeps
-        inv_h2 = 1.0 / (h * h)
+        inv_h2 = 1.0 / (h_e * h_e)
         mass = np.ascontiguousarray(s.mass, np.float64)
         big = 0.0
         min_d = float("inf")
@@ -227,7 +241,8 @@ class BlockDescentStepper:
                         self.corrections += 1
         st.converged = bool(out[3] > 0) or self._arrived(xz, tz)
         self.v_prev = self.v[:N].copy()
-        self.v = (xz - x_n) / h
+        self.history.push(x_n, self.v)
+        self.v = (xz - x_hat) / h_e
         self.x = xz
         if ct is not None and stats:
             ps = self.pairs.pairs(x, dhat)

@@ -1,8 +1,13 @@
-"""Implicit Euler as energy minimisation (book: "Optimization time integrator"):
+"""Implicit Euler (or BDF-2) as energy minimisation (book: "Optimization time integrator"):
 
   x^{n+1} = argmin_x  1/2 |x - x_tilde|_M^2 + h^2 (Psi_el(x) - sum_i m_i g.x_i + kappa B(x) + D_f(x))
                       + kappa_M/2 sum_{i in pen} m_i |x_i - x_hat_i|^2,
   x_tilde = x^n + h v^n, v^{n+1} = (x^{n+1} - x^n) / h.
+
+With ``integrator="bdf2"`` the same objective is solved with h -> 2h/3 and x^n, v^n -> the BDF-2
+combinations of the last two states (ipc/bdf2.py); friction's slip is then measured from that x_hat.
+Bodies with Material.damping k_d > 0 add h/2 (x - x_hat)^T k_d K(x^n) (x - x_hat) (Rayleigh damping,
+ipc/damping.py).
 
 Prescribed vertices (collider vertices, pins) follow their targets x_hat(t^{n+1}): moved directly and
 eliminated from the solve when the straight move from x^n is collision free and inverts nothing
@@ -25,6 +30,8 @@ from typing import Optional
 import numpy as np
 
 from .assembly import FreePattern, free_block
+from .bdf2 import History, gravity_rows
+from .damping import StepDamping
 from .linear_solve import LinearSolver
 from .newton import projected_newton
 from .system import System
@@ -49,14 +56,19 @@ class IncrementalPotential:
 
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
-                 pattern: Optional[FreePattern] = None):
+                 pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
+                 damping: Optional[StepDamping] = None):
+        """h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
+        x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None."""
         self.s = sys
         self.D = sys.dof_map
         self.ab = sys.affine
         self.nx = sys.n
         self.h = h
         self.x_n = x_n
-        self.x_tilde = x_n + h * v_n
+        self.x_hat = x_n if x_hat is None else x_hat
+        self.x_tilde = self.x_hat + h * v_n
+        self.damping = damping
         self.g = gravity
         self.contact = contact
         self.m = sys.mass_z
@@ -99,6 +111,8 @@ class IncrementalPotential:
         if not np.isfinite(el):
             return np.inf
         e += h2 * el
+        if self.damping is not None:
+            e += self.h * self.damping.energy(x[:self.nx] - self.x_hat[:self.nx])
         if len(self.pen_idx):
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
@@ -131,6 +145,8 @@ class IncrementalPotential:
         g = (self.M3 * (x - self.x_tilde).ravel())
         g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
         g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
+        if self.damping is not None:
+            g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
         if self.ab is not None:
             g += self.ab.gradient(x, self.x_tilde, self.g, h2)
         if len(self.pen_idx):
@@ -154,7 +170,11 @@ class IncrementalPotential:
             dp = np.zeros_like(x)
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
-        H = self.pattern.matrix(h2 * v, diag[self.free_dofs])
+        if self.damping is not None:
+            v = h2 * v + self.h * self.damping.vals
+        else:
+            v = h2 * v
+        H = self.pattern.matrix(v, diag[self.free_dofs])
         nf = self.free_dofs.size
         if self.ab is not None:
             ra, ca, va = self.ab.hessian(x, h2)
@@ -192,7 +212,9 @@ class TimeStepper:
     """Advances the system's state (x, v) by substeps of length h."""
 
     def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
-                 linear_solver: str = "direct"):
+                 linear_solver: str = "direct", integrator: str = "implicit_euler",
+                 damping: Optional[np.ndarray] = None):
+        """damping: (N,) s per vertex Rayleigh coefficient k_d (ipc/damping.py), None or all 0: off."""
         self.s = sys
         self.h = float(h)
         self.gravity = np.asarray(gravity, np.float64)
@@ -205,6 +227,8 @@ class TimeStepper:
         self.x = sys.z0.copy()   # the DOF array z (n_z, 3); its first N rows are the vertex positions
         self.v = sys.vz0.copy()
         self.static_fixed = np.zeros(self.D.n_z, bool)
+        self.history = History(integrator, gravity_rows(sys, self.gravity))
+        self.kd = None if damping is None or not np.any(np.asarray(damping) > 0) else np.asarray(damping, np.float64)
 
     def _try_direct(self, x: np.ndarray, idx: np.ndarray, target: np.ndarray) -> bool:
         """Move the prescribed vertices idx straight to target if that path is collision and inversion
@@ -237,12 +261,14 @@ class TimeStepper:
         return pat
 
     def step(self, frame_end: float) -> StepStats:
-        """One implicit-Euler step ending at (fractional) frame ``frame_end``."""
+        """One implicit-Euler (or BDF-2) step ending at (fractional) frame ``frame_end``."""
         t0 = time.perf_counter()
         s = self.s
         st = StepStats()
         x_n = self.x.copy()
         x = self.x.copy()
+        x_hat, v_hat, h_e = self.history.targets(x_n, self.v, self.h)
+        damp = StepDamping(s.elastic, x_n[:s.n], self.kd) if self.kd is not None else None
         fixed = np.zeros(self.D.n_z, bool)
         pen_idx = np.zeros(0, np.int64)
         pen_t = np.zeros((0, 3))
@@ -255,12 +281,13 @@ class TimeStepper:
         if self.contact is not None:
             xs_n = self.D.to_x(x_n)
             self.contact.friction_setup(xs_n, self.contact.candidates(xs_n))
+            self.contact.x_prev = np.array(self.D.to_x(x_hat))   # slip velocity (x - x_hat) / h_e
         kappa_m = KAPPA_M0
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
-            ip = IncrementalPotential(s, x_n, self.v, self.h, self.gravity, self.contact, fixed, pen_idx, pen_t,
-                                      kappa_m, self._pattern(fixed))
-            res = projected_newton(ip, x, self.h, self.tol, self.max_iter, self.linear_solver)
+            ip = IncrementalPotential(s, x_n, v_hat, h_e, self.gravity, self.contact, fixed, pen_idx, pen_t,
+                                      kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp)
+            res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations
             st.converged = st.converged and res.converged
@@ -280,11 +307,12 @@ class TimeStepper:
                 updates -= 1
                 xs = self.D.to_x(x)
                 self.contact.friction_setup(xs, self.contact.candidates(xs))
-                self.contact.x_prev = np.array(self.D.to_x(x_n))
+                self.contact.x_prev = np.array(self.D.to_x(x_hat))
                 continue
             break
         self.D.sync(x)
-        self.v = (x - x_n) / self.h
+        self.history.push(x_n, self.v)
+        self.v = (x - x_hat) / h_e
         self.x = x
         if self.contact is not None:
             xs = self.D.to_x(x)

@@ -14,7 +14,7 @@ from typing import Optional, TextIO
 
 from protocol.convergence import UNCONVERGED_OBJECTS, WARNING, ConvergenceReport
 from protocol.pc2 import PC2Writer
-from protocol.scene import SOLVER_QUALITIES, Scene, SceneError
+from protocol.scene import INTEGRATORS, SOLVER_QUALITIES, Scene, SceneError
 from .cache import JobCache
 from .runner import run_job
 
@@ -84,20 +84,31 @@ def with_solver_quality(scene: Scene, quality: str) -> Scene:
     return dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, solver_quality=quality))
 
 
+def with_integrator(scene: Scene, integrator: str) -> Scene:
+    """The scene with ``settings.integrator`` replaced (``--integrator``); SceneError naming
+    ``integrator`` for a value that is not one of INTEGRATORS."""
+    if integrator not in INTEGRATORS:
+        raise SceneError(f"unknown integrator {integrator!r}; use one of {INTEGRATORS}", "", "integrator")
+    return dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, integrator=integrator))
+
+
 def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: bool = False,
-         log: TextIO = sys.stdout, solver_quality: Optional[str] = None) -> int:
+         log: TextIO = sys.stdout, solver_quality: Optional[str] = None, integrator: Optional[str] = None) -> int:
     """Bake to ``out_dir``; returns a process exit code (0 success, 1 failure, 2 cancelled).
 
     ``frames`` (A, B) bakes that sub-range; ``solver_quality`` ("fast" or "accurate") overrides
-    the scene's. The overridden scene is the one hashed for ``resume``, so resuming with the
-    other quality is refused like any other changed setting."""
+    the scene's, ``integrator`` ("implicit_euler" or "bdf2") likewise. The overridden scene is the one
+    hashed for ``resume``, so resuming with the other quality or integrator is refused like any other
+    changed setting."""
     if frames is not None:
         scene = restrict_frames(scene, *frames)
     if solver_quality is not None:
         scene = with_solver_quality(scene, solver_quality)
+    if integrator is not None:
+        scene = with_integrator(scene, integrator)
     os.makedirs(out_dir, exist_ok=True)
     s = scene.settings
-    print(f"backend {s.backend}, solver quality {s.solver_quality}"
+    print(f"backend {s.backend}, solver quality {s.solver_quality}, integrator {s.integrator}"
           + ("" if s.backend == "ipc" else " (used by the ipc backend only)"), file=log, flush=True)
     result = {}
     report = ConvergenceReport()
