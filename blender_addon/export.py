@@ -201,7 +201,8 @@ def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = N
     ``mpm_domain`` AUTO sends "auto" (the server sizes an open domain around bodies and colliders),
     BOX sends "box" with the artist's Domain Min / Max as walls.
     ``solver_quality`` (FAST / ACCURATE) is sent as "fast" / "accurate" whatever the backend
-    (only IPC uses it), so the scene hash, and with it Resume, follows the artist's choice."""
+    (only IPC uses it), so the scene hash, and with it Resume, follows the artist's choice; ``integrator``
+    (IMPLICIT_EULER / BDF2) likewise as "implicit_euler" / "bdf2"."""
     s = scene.clearance
     start, end = frame_range(scene)
     backend = s.backend if s.backend != "AUTO" else ("mpm" if "granular" in roles else "ipc")
@@ -215,7 +216,8 @@ def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = N
     return Settings(frame_start=start, frame_end=end, fps=scene.render.fps / scene.render.fps_base,
                     substeps=s.substeps, gravity=tuple(float(g) for g in gravity), contact_gap=s.contact_gap,
                     friction=s.friction, newton_tol=s.newton_tol, max_newton_iterations=s.max_newton_iterations,
-                    backend=backend, solver_quality=s.solver_quality.lower(), **kw)
+                    backend=backend, solver_quality=s.solver_quality.lower(), integrator=s.integrator.lower(),
+                    **kw)
 
 
 def _domain(all_points: list) -> tuple:

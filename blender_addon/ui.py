@@ -132,6 +132,9 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         row = layout.row()
         row.active = s.backend in ("AUTO", "ipc")   # MPM and pass-through ignore it
         row.prop(s, "solver_quality", expand=True)
+        row = layout.row()
+        row.active = s.backend in ("AUTO", "ipc")
+        row.prop(s, "integrator")
         layout.prop(s, "use_scene_gravity")
         if not s.use_scene_gravity:
             layout.prop(s, "gravity")
