@@ -164,7 +164,7 @@ class BlockDescentStepper:
         dyn = s.dynamic & ~self.presc
         x_hat, v_hat, h_e = self.history.targets(x_n, self.v, h)
         y = x_n.copy()
-        y[:N][dyn] = x_hat[:N][dyn] + h_e * v_hat[:N][dyn] + h_e * h_e * self.gravity
+        y[:N][dyn] = x_hat[:N][dyn] + (h_e * v_hat[:N][dyn] + h_e * h_e * self.gravity)   # implicit Euler: as before
         self.affine.inertia_target(x_n, self.v, h, self.gravity, y)
         if h_e != h:   # BDF-2 body rows (the adaptive start rows above stay those of x^n, v^n)
             y[N:] = x_hat[N:] + h_e * v_hat[N:]
