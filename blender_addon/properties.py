@@ -176,7 +176,7 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
     substeps: IntProperty(name="Substeps", default=1, min=1, soft_max=32,
                           description="Solver steps per frame (IPC; MPM chooses its own from the CFL condition). "
                                       "Implicit Euler steps absorb bounces: a soft cube dropped at 24 fps bounces "
-                                      "back with restitution 0.2 / 0.5 / 0.65 at 1 / 4 / 16 substeps with Fast, "
+                                      "back with restitution 0.2 / 0.47 / 0.49 at 1 / 4 / 16 substeps with Fast, "
                                       "0.1 / 0.25 / 0.5 / 0.65 at 1 / 4 / 16 / 64 with Accurate; for lively impacts "
                                       "set Integrator to BDF-2 (0.5 / 0.7 / 0.75 Fast, 0.63 / 0.58 / 0.69 / 0.71 "
                                       "Accurate) or raise Substeps")
