@@ -32,8 +32,8 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .dihedral_cache import dihedrals_all
-from .sweep import VOLUME_KEEP, _ray_fraction, elastic_vertex_cached
-from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex, may_be_active
+from .sweep import VOLUME_KEEP, _ray_fraction, _vertex_step
+from .vertex_contact import contact_scratch
 from .vertex_elastic import tet_volume_moving
 
 
@@ -86,13 +86,11 @@ def stretch_matrix(EL: tuple, n: int, mass: np.ndarray, inv_h2: float, free: np.
 
 @njit(cache=True, fastmath=False, parallel=True)
 def gradient_all(x, y, mass, inv_h2, free_idx, EL, SH, CT, FR, G):
-    """G[k] = gradient (N) of the step's incremental potential at free vertex free_idx[k]: inertia,
-    every elastic term, the barrier pairs of the detection and lagged friction (sweep._vertex_step's
-    terms, evaluated at x for all vertices at once). SH must hold the dihedrals at x."""
+    """G[k] = gradient (N) of the step's incremental potential at free vertex free_idx[k]: the gradient
+    sweep._vertex_step assembles (inertia, elasticity, barrier, lagged friction), for all vertices at
+    once at x. SH must hold the dihedrals at x."""
     nf = free_idx.shape[0]
     nch = max(1, min(nf, 64))
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc) = CT
-    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     for ch in prange(nch):
         g = np.empty(3)
         H = np.empty((3, 3))
@@ -101,21 +99,9 @@ def gradient_all(x, y, mass, inv_h2, free_idx, EL, SH, CT, FR, G):
         dv = np.empty(3)
         r = np.empty(3)
         SC = contact_scratch()
+        p = np.empty(3)
         for k in range(ch * nf // nch, (ch + 1) * nf // nch):
-            v = free_idx[k]
-            mh = mass[v] * inv_h2
-            for a in range(3):
-                g[a] = mh * (x[v, a] - y[v, a])
-                for b in range(3):
-                    H[a, b] = 0.0
-            elastic_vertex_cached(v, x, EL, SH, g, H, J, s5, dv, r)
-            for j in range(vp_s[v], vp_s[v + 1]):
-                q = vp_e[j]
-                if not may_be_active(x, pc, pids, pee, ps0, q, dhat):
-                    continue
-                barrier_vertex(x, pids, pee, poff, peps, q, vp_k[j], dhat, kappa, g, H, SC)
-            for j in range(vf_s[v], vf_s[v + 1]):
-                friction_vertex(x, x_fr, fids, fcoef, fT, fml, vf_e[j], vf_k[j], eps_f, g, H)
+            _vertex_step(free_idx[k], x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, p)
             for a in range(3):
                 G[k, a] = g[a]
 
