@@ -114,6 +114,24 @@ def test_stack_of_ten_stays_stacked_for_five_seconds():
     assert (np.diff(ps[:, -1, 2]) > 0.099).all()
 
 
+def test_heavy_block_on_light_block_1_to_1000():
+    """The issue's 1:1000 check in Fast: an 80 kg block dropped 1.5 mm onto a 0.08 kg one (density
+    10,000 vs 20 kg/m^3, half the volume) on the ground: intersection free and rigid every frame (Run), the light block
+    is not pushed through the ground (nor off it: it stays within a contact gap of resting), and the
+    heavy one comes to rest on it, its bottom within a few contact gaps of the light block's top."""
+    light = stiff_box("light", (0.2, 0.2, 0.1), (0.0, 0.0, 0.0505), density=20.0)
+    heavy = stiff_box("heavy", (0.2, 0.2, 0.2), (0.02, 0.01, 0.2035), density=10000.0)
+    run = Run(fast(light, heavy, ground(), frame_end=25))
+    assert abs(run.ab.props[1].mass / run.ab.props[0].mass - 1000.0) < 1e-9
+    run.advance(24)
+    x = run.x
+    lo, hi = (x[b.offset:b.offset + 8, 2] for b in run.s.blocks[:2])
+    light_bottom, light_top, heavy_bottom = lo.min(), lo.max(), hi.min()
+    assert 0.0 < light_bottom < 2e-3                      # squeezed to the ground, not through it
+    assert 0.0 < heavy_bottom - light_top < 3e-3          # resting on the light block (gap ~ dhat)
+    assert np.abs(np.diff(run.p(1)[-4:, 2])).max() < 1e-5
+
+
 def test_heavy_block_on_cloth_1_to_1000():
     """A 72 kg stiff block set down on a 72 g cloth lying on the ground (mass ratio 1000): intersection
     free and rigid every frame, the cloth stays between block and ground and the block comes to rest."""
@@ -155,6 +173,44 @@ def test_stiff_box_falls_onto_cloth_over_soft_cube():
     assert under.any()                           # the centre column of the 2-division cube
     assert crate_bottom > x[:len(Vs)][under, 2].max()
     assert run.p(0)[-1, 2] < 0.3 - 0.03          # it fell onto the cloth-covered cube
+
+
+@pytest.mark.slow
+def test_cloth_over_a_falling_stiff_box_landing_on_a_soft_cube():
+    """The issue's arrangement in Fast: a cloth sheet 4 cm above a stiff box that falls 4 cm onto a soft
+    FEM cube; the box lands, the cloth falls onto it and drapes over its sides. Zero intersections and a
+    rigid box every frame (Run). After 0.5 s: the box rests on the cube (its bottom above the cube's top
+    under its footprint, within a few contact gaps: 1.4 kg on a 50 kPa cube indents it ~1 mm); the cloth
+    over the box's top face is above that face's plane and touches it (its lowest point there within
+    3 mm: cloth offset 0.5 mm + gap < 1 mm, while the sheet still flaps by ~1 cm elsewhere), and the
+    sheet hangs past the box's sides (its lowest vertex below the box's bottom)."""
+    Vs, Ts = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 0.101), divisions=2)
+    soft = Body("soft", "solid", Vs, Ts, material=Material(density=500.0, youngs_modulus=5e4, friction=0.3))
+    stiff = stiff_box("crate", (0.12, 0.12, 0.12), (0.0, 0.0, 0.3), density=800.0)
+    # 16 x 16 cells (3.1 cm): a sheet much coarser than the box's top levers its centre up over the edges
+    Vc, Tc, Ec = grid_sheet((0.5, 0.5), (16, 16), center=(0.0, 0.0, 0.4))
+    cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
+                                                                bending_stiffness=1e-6, friction=0.3))
+    run = Run(fast(soft, stiff, cloth, ground(), frame_end=13))
+    run.advance(12)
+    x = run.x
+    blk_soft, blk_crate, blk_cloth = run.s.blocks[:3]
+    crate = x[blk_crate.offset:blk_crate.offset + 8]
+    sheet = x[blk_cloth.offset:blk_cloth.offset + len(Vc)]
+    cube = x[blk_soft.offset:blk_soft.offset + len(Vs)]
+    lo, hi = crate[:, :2].min(0), crate[:, :2].max(0)
+    under = ((cube[:, :2] > lo) & (cube[:, :2] < hi)).all(1)
+    assert under.any()                                       # the centre column of the 2-division cube
+    gap = crate[:, 2].min() - cube[under, 2].max()
+    assert 0.0 < gap < 3e-3                                  # resting on the cube
+    assert run.p(0)[-1, 2] < 0.3 - 0.035                     # it fell ~4 cm
+    top = crate[np.argsort(crate[:, 2])[4:]]                 # the top face's 4 corners
+    n = np.cross(top[1] - top[0], top[2] - top[0])
+    n = n / np.linalg.norm(n) * np.sign(n[2])
+    over = ((sheet[:, :2] > lo + 0.01) & (sheet[:, :2] < hi - 0.01)).all(1)
+    lift = (sheet[over] - top[0]) @ n
+    assert over.sum() >= 9 and (lift > 0.0).all() and lift.min() < 3e-3
+    assert sheet[:, 2].min() < crate[:, 2].min()             # draped past the box's sides
 
 
 def test_keyframed_stiff_body_pushes_a_free_one():
