@@ -14,7 +14,7 @@ comparison. --layer S: layers of S x S cubes (default 5), so a few cubes still f
 Scene: N cubes of 10 cm (each face split into div x div quads: 6 div^2 + 2 vertices, 1,016 at div 13),
 density 500 kg/m^3, mu 0.3, in layers of 5 x 5 (0.15 m pitch) above a ground plane, each layer shifted by half a cube
 and turned about z, so they fall onto the ground and onto each other (a pile). 24 fps.
-Per solver: seconds per frame (frames after the first; the first includes JIT compilation / cache
+Per solver: seconds per frame, wall and the process's CPU time (all threads), over the frames after the first (the first includes JIT compilation / cache
 load and is reported apart), the exact edge-triangle intersection count on every frame
 (contact/intersection.py, on Bullet's result too), and the deepest penetration: for Bullet the
 largest overlap of any two cubes (separating-axis depth of the two oriented boxes) or of a cube below
@@ -146,7 +146,8 @@ def _as_stiff_fem(b: IPCBackend, sc: Scene) -> None:
         b.stepper = TimeStepper(b.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct)
 
 
-def run_clearance(sc: Scene, frames: int, fem: bool = False) -> dict:
+def run_clearance(sc: Scene, frames: int, fem: bool = False, on_frame=None) -> dict:
+    """Bake sc for `frames` frames; on_frame(result so far) after every frame (for --partial)."""
     q = sc.settings.solver_quality
     label = f"stiff FEM ({q.capitalize()})" if fem else f"ABD {q}"
     _log(f"Clearance {label}: building (includes the start-frame exact intersection check)")
@@ -182,14 +183,18 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False) -> dict:
             worst = max(worst, max_penetration(cs, Rs, zmin))
         _log(f"  {label} frame {f + 1}: {r.stats['seconds']:.2f} s ({cpu[-1]:.2f} s CPU), "
              f"{r.stats['newton_iterations']} it., "
-             f"{r.stats['contacts']} contacts")
-    name = f"Clearance stiff FEM ({q.capitalize()})" if fem else f"Clearance {q.capitalize()}"
-    return {"solver": name, "s_per_frame": float(np.mean(secs)) if secs else first,
-            "first": first, "intersections": inter, "penetration": None if fem else worst, "build": build,
-            "check": check, "iterations": float(np.mean(its[1:] or its)), "vertices": int(b.system.n),
-            "tets": int(len(b.system.elastic.tets)), "frames": frames, "quality": q,
-            "per_frame": [first] + secs, "its_per_frame": its, "cpu_per_frame": cpu,
-            "cpu": float(np.mean(cpu[1:])) if frames > 1 else cpu[0]}
+             f"{r.stats['contacts']} contacts; intersections so far {inter}"
+             + ("" if fem else f", deepest penetration so far {1e3 * worst:.3f} mm"))
+        name = f"Clearance stiff FEM ({q.capitalize()})" if fem else f"Clearance {q.capitalize()}"
+        res = {"solver": name, "s_per_frame": float(np.mean(secs)) if secs else first,
+               "first": first, "intersections": inter, "penetration": None if fem else worst, "build": build,
+               "check": check, "iterations": float(np.mean(its[1:] or its)), "vertices": int(b.system.n),
+               "tets": int(len(b.system.elastic.tets)), "frames": f + 1, "quality": q,
+               "per_frame": [first] + secs, "its_per_frame": list(its), "cpu_per_frame": list(cpu),
+               "cpu": float(np.mean(cpu[1:])) if f > 0 else cpu[0]}
+        if on_frame is not None:
+            on_frame(res)
+    return res
 
 
 def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
@@ -240,13 +245,14 @@ def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
     nv = len(V0)
     faces = np.concatenate([T + i * nv for i in range(len(obs))] + [G.triangles + len(obs) * nv]).astype(np.int32)
     edges = edges_from_faces(faces)
-    secs, inter, worst = [], 0, 0.0
+    secs, inter, worst, cpu = [], 0, 0.0, []
     for f in range(1, frames + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         scn.frame_set(f + 1)
         dt = time.perf_counter() - t0
         if f > 1:
             secs.append(dt)
+            cpu.append(time.process_time() - c0)
         cs = np.array([np.array(o.matrix_world.translation) for o in obs])
         Rs = np.array([np.array(o.matrix_world.to_3x3()) for o in obs])
         xw = np.concatenate([V0 @ Rs[i].T + cs[i] for i in range(len(obs))] + [G.vertices])
@@ -255,24 +261,28 @@ def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
         worst = max(worst, max_penetration(cs, Rs, zmin))
         _log(f"  Bullet frame {f}: {dt:.3f} s")
     return {"solver": "Blender rigid body (Bullet, Box shape)", "s_per_frame": float(np.mean(secs)),
-            "first": None, "intersections": inter, "penetration": worst}
+            "cpu": float(np.mean(cpu)), "first": None, "intersections": inter, "penetration": worst,
+            "frames": frames}
 
 
 def markdown(res: list, a) -> str:
     nv = 6 * a.div ** 2 + 2
     res = [r for r in res if not r.get("fem_table")]
     lines = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of {a.layer} x {a.layer} falling into a pile on "
-             f"the ground, {a.frames} frames at 24 fps, same run. Intersections: exact edge-triangle count "
-             "summed over all frames; penetration: deepest cube-cube (separating-axis depth) or cube-ground "
-             "overlap over all frames.", "",
-             "| solver | s / frame | vs Bullet | first frame (s) | intersections | max penetration (mm) |",
-             "|---|---|---|---|---|---|"]
+             f"the ground, {a.frames} frames at 24 fps asked, same run (the frames column: the frames each solver "
+             "completed; s / frame over frames 2 to the last, frame 1 apart). Intersections: exact edge-triangle "
+             "count summed over those frames; penetration: deepest cube-cube (separating-axis depth) or "
+             "cube-ground overlap over those frames.", "",
+             "| solver | frames | s / frame (wall) | CPU s / frame | vs Bullet (wall) | vs Bullet (CPU) | "
+             "first frame (s) | intersections | max penetration (mm) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     bullet = next((r for r in res if "Bullet" in r["solver"]), None)
     for r in res:
-        ratio = f"{r['s_per_frame'] / bullet['s_per_frame']:.1f}x" if bullet else "-"
+        ratio = f"{r['s_per_frame'] / bullet['s_per_frame']:.0f}x" if bullet else "-"
+        cratio = f"{r['cpu'] / bullet['cpu']:.0f}x" if bullet else "-"
         first = f"{r['first']:.1f}" if r.get("first") is not None else "-"
-        lines.append(f"| {r['solver']} | {r['s_per_frame']:.3f} | {ratio} | {first} | {r['intersections']} | "
-                     f"{1e3 * r['penetration']:.2f} |")
+        lines.append(f"| {r['solver']} | 1-{r['frames']} | {r['s_per_frame']:.4g} | {r['cpu']:.4g} | {ratio} | "
+                     f"{cratio} | {first} | {r['intersections']} | {1e3 * r['penetration']:.2f} |")
     chk = [r for r in res if "check" in r]
     if chk:
         lines += ["", f"Start-frame exact intersection check on this scene ({chk[0]['vertices']:,} vertices): "
@@ -336,6 +346,7 @@ def main() -> None:
     ap.add_argument("--layer", type=int, default=5, help="cubes per layer side (layers of S x S)")
     ap.add_argument("--no-accurate", action="store_true")
     ap.add_argument("--no-blender", action="store_true")
+    ap.add_argument("--partial", default="", help="rewrite this markdown file after every Clearance frame")
     ap.add_argument("--fem-frames", type=int, default=0, help="also bake this many frames as stiff FEM (0: off)")
     ap.add_argument("--fem-div", type=int, default=0, help="cube divisions for the FEM comparison (0: --div)")
     ap.add_argument("--fem-quality", choices=("fast", "accurate", "both"), default="accurate",
@@ -348,12 +359,21 @@ def main() -> None:
         a.cubes, a.frames = 25, 12
     parts = []
     if not a.fem_only:
-        res = [run_clearance(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames)]
+        # Bullet first (seconds), then Clearance; with --partial the table so far is rewritten after every
+        # Clearance frame, so a run cut short still reports every frame it measured
+        bullet = ([run_bullet(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, a.layer)]
+                  if not a.no_blender else [])
+        done = []
+
+        def partial(r):
+            if a.partial:
+                Path(a.partial).write_text(markdown(done + [r] + bullet, a) + "\n")
+
+        done.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, on_frame=partial))
         if not a.no_accurate:
-            res.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate", a.layer), a.frames))
-        if not a.no_blender:
-            res.append(run_bullet(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, a.layer))
-        parts.append(markdown(res, a))
+            done.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate", a.layer), a.frames,
+                                      on_frame=partial))
+        parts.append(markdown(done + bullet, a))
     if a.fem_frames > 0:
         fdiv = a.fem_div or a.div
         pairs = []
