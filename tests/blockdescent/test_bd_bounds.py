@@ -627,7 +627,7 @@ def test_verlet_list_gives_the_same_detection(name):
     its margin): a sequence of detections at drifting configurations, some within the margin (the
     list is reused) and some beyond it (rebuilt), returns exactly the brute-force radii, half-spaces
     and barrier list every time, as a fresh broad phase does."""
-    from solver_server.blockdescent.bounds import PairCache
+    from solver_server.blockdescent.bounds import MARGIN_FRACTION, PairCache
     V, mesh, noise, allp = _all_pairs(name)
     rng = np.random.default_rng(11)
     on_surface = np.ones(mesh.n_verts, bool)
@@ -639,11 +639,13 @@ def test_verlet_list_gives_the_same_detection(name):
         x = x0
         for step in range(6):
             if step:
-                # drift: every vertex by the same random-direction distance, from a tenth of the query
-                # distance (stays valid) up to twice it (forces a rebuild)
+                # drift: every vertex by the same distance in its own random direction, a quarter of
+                # the list's margin (MARGIN_FRACTION r) up to one and a half times it (the pairs' own
+                # moves decide which are re-measured; beyond the margin the list is rebuilt), then a
+                # common translation by three margins (a rebuild that cannot intersect)
                 r = max(r_query, R_MIN)
-                size = r * [0.05, 0.1, 0.2, 0.6, 2.0][step - 1]
-                d = rng.standard_normal(x.shape)
+                size = r * MARGIN_FRACTION * [0.25, 0.5, 1.0, 1.5, 3.0][step - 1]
+                d = rng.standard_normal(x.shape) if step < 5 else np.tile(rng.standard_normal(3), (len(x), 1))
                 x_try = x + size * d / np.linalg.norm(d, axis=1, keepdims=True)
                 if allp.s(x_try).min() <= 0:
                     continue
