@@ -63,3 +63,37 @@ def test_dropped_sand_box_does_not_spread_like_a_liquid():
     front = np.percentile(np.abs(p[:, 0] - 1.0), 99.5)
     assert front < 0.1 + h / MU
     assert p[:, 2].min() >= -1e-6
+
+
+def _layer_stop(spacing, floor_offset=0.0, mu=1.0, v0=1.0, h=0.02):
+    """Centre-of-mass travel (m) of a sand layer h thick and 0.2 m long launched at v0 along x on a
+    floor collider of friction mu; the grid is shifted down by ``floor_offset`` cells (0: the floor
+    lies midway between two node planes, 0.5: on a node plane)."""
+    dx = 2 * spacing
+    depth = 4 * dx
+    mat = preset("sand", particle_spacing=spacing)
+    floor = collider_box("Floor", (-0.2, -0.2, -0.2), (1.2, depth + 0.2, 0.02), friction=mu)
+    layer = granular("Layer", (0.05, 0.0, 0.02), (0.25, depth, 0.02 + h), mat, velocity=(v0, 0, 0))
+    be = MPMBackend(scene([layer, floor], frames=12, fps=24, domain=((0, 0, -floor_offset * dx), (1.0, depth, 0.2)),
+                          friction=0.0))
+    s = be.solver
+    x0 = np.average(s.x[:, 0], weights=s.mass)
+    for _ in range(12):                       # 0.5 s; stops after about 0.17 s
+        be.advance()
+    assert np.abs(s.v).max() < 0.01
+    return np.average(s.x[:, 0], weights=s.mass) - x0
+
+
+@pytest.mark.slow
+def test_thin_layer_on_a_rough_floor_stops_independently_of_the_spacing():
+    """A 2 cm layer launched at 1 m/s on a mu = 1 floor. The sand is weaker than the floor
+    (tan 30 deg = 0.58), so it shears just above it: the travel lies between the floor's Coulomb
+    distance v0^2 / (2 mu g) = 0.051 m and the sand's v0^2 / (2 tan(phi) g) = 0.088 m, and it must
+    not depend on how many cells the layer spans or where the floor falls between nodes. Measured
+    0.076 / 0.075 / 0.073 m at 1 / 0.5 / 0.25 cm, 0.071 with the floor half a cell higher. With the
+    collider condition on nodes up to half a cell above the floor (before issue 10's fix) it was
+    0.052 / 0.069 / 0.062 m: the floor's mu acted on the whole of a layer 1-2 cells thick."""
+    runs = [_layer_stop(0.01), _layer_stop(0.01, floor_offset=0.5), _layer_stop(0.005), _layer_stop(0.0025)]
+    for d in runs:
+        assert 1.0 / (2 * G) < d < 1.0 / (2 * G * np.tan(np.radians(30.0)))
+    assert max(runs) - min(runs) < 0.1 * np.mean(runs)
