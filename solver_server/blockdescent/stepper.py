@@ -28,6 +28,7 @@ from solver_server.ipc.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, PairCache, detect
 from .dihedral_cache import dihedral_table
+from .free_translation import FreeTranslation
 from .global_correction import GlobalCorrection
 from .incidence import color_arrays, element_tuple, incidence
 from .inertial_guess import inertial_guess, predicted_positions
@@ -45,6 +46,7 @@ SWEEP_BUSY_OTHERS = 0.5  # ... when the load average (our own busy thread counts
 INERTIAL_GUESS = True  # start each step from inertial_guess (CCD per vertex) instead of the first detection's balls
 GLOBAL_CORRECTION = True  # between batches of sweeps, one pre-factorised stretching correction (global_correction.py)
 CORRECTION_EVERY = 4      # sweeps per batch when corrections are on (a batch also ends at a re-detection)
+FREE_TRANSLATION = True   # end each step with the exact translation step of free clusters (free_translation.py)
 CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vertices was cut in one sweep
 
 
@@ -112,6 +114,7 @@ class BlockDescentStepper:
         free = sys.dynamic[:n] & ~self.presc
         self.correction = GlobalCorrection(self.EL, n, sys.mass[:n], h_e, free) if GLOBAL_CORRECTION else None
         self.corrections = 0
+        self.free_moves = FreeTranslation(sys, self.presc, sys.mass) if FREE_TRANSLATION else None
 
     # --- pieces -----------------------------------------------------------------------------------
     def _empty_contact(self, dhat: float, kappa: float) -> tuple:
@@ -239,6 +242,9 @@ class BlockDescentStepper:
                 if self.correction is not None and left > 0:
                     if self.correction.apply(x, y, mass, self.EL, self.SH, CT, FR, BD) > 0.0:
                         self.corrections += 1
+        if self.free_moves is not None:
+            # isolated bodies: the exact minimiser along their common translation (momentum balance)
+            self.free_moves.apply(x, y, mass, inv_h2, self.EL, self.SH, CT, FR, BD, self.pairs, dhat)
         st.converged = bool(out[3] > 0) or self._arrived(xz, tz)
         self.v_prev = self.v[:N].copy()
         self.history.push(x_n, self.v)

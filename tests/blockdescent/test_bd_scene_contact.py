@@ -124,14 +124,16 @@ def _stack(k):
 
 
 def _run_stack(k, frames):
-    """Run a stack of k cubes; returns (backend, blocks, problems): every broken per-frame invariant
-    (intersection, inverted tet, a vertex below the ground, the cubes no longer stacked) as a message."""
+    """Run a stack of k cubes; returns (backend, blocks, problems, speeds): every broken per-frame
+    invariant (intersection, inverted tet, a vertex below the ground, the cubes no longer stacked) as a
+    message, and the largest vertex speed (m/s) after each frame."""
     sc = fast_scene(*_stack(k), frame_end=frames + 1)
     b = fast_backend(sc)
     blocks = [block_of(b, f"c{i}") for i in range(k)]
-    problems = []
+    problems, speeds = [], []
     for f in range(1, frames + 1):
         b.advance()
+        speeds.append(float(np.abs(b.stepper.v[b.system.dynamic]).max()))
         x = b.stepper.x
         if intersections(b):
             problems.append(f"frame {f}: {intersections(b)} edge-triangle intersections")
@@ -146,16 +148,16 @@ def _run_stack(k, frames):
                 problems.append(f"frame {f}: centres of cubes {i}, {i + 1} {c_hi[2] - c_lo[2]:.4f} m apart vertically")
             if not np.linalg.norm(c_hi[:2] - c_lo[:2]) < 0.03:
                 problems.append(f"frame {f}: cube {i + 1} slid off cube {i}")
-    return b, blocks, problems
+    return b, blocks, problems, speeds
 
 
 @pytest.fixture(scope="module")
 def stack_of_two():
-    return _run_stack(2, 12)
+    return _run_stack(2, 24)
 
 
 def test_stack_of_soft_cubes_no_intersection_positive_tets(stack_of_two):
-    b, blocks, problems = stack_of_two
+    b, blocks, problems, _ = stack_of_two
     assert not problems, problems[:5]
     x = b.stepper.x
     # resting on each other within the contact gap and barely squashed
@@ -171,10 +173,14 @@ UNCONVERGED = ("every block-descent step stops at its sweep budget unconverged (
                "converged=False in every frame)")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "the two-cube stack keeps jittering: the largest vertex speed over frames 13-24 is 5-17 mm/s, not "
+    "below 10 mm/s (2026-11-24: 5.2-16.8 mm/s with the translation step of free_translation.py, 5.4-14.9 "
+    "without it). This test's older version looked at frame 12 alone, which lands anywhere in that range "
+    "(7.4 and 13.2 mm/s in the two runs above); " + UNCONVERGED + "."))
 def test_stack_of_soft_cubes_settles(stack_of_two):
-    b, _, _ = stack_of_two
-    vmax = np.abs(b.stepper.v[b.system.dynamic]).max()
-    assert vmax < 0.01, f"largest vertex speed {vmax:.3g} m/s after 12 frames"
+    _, _, _, speeds = stack_of_two
+    assert max(speeds[12:]) < 0.01, f"largest vertex speed (mm/s) per frame: {np.round(np.array(speeds) * 1e3, 1)}"
 
 
 @pytest.mark.slow
@@ -185,26 +191,19 @@ def test_stack_of_soft_cubes_settles(stack_of_two):
     "0.0106 m/s after frame 36; the accurate (Newton) solver rests at 0.0933 m with volume ratio 0.97 "
     "(frames 6-12); " + UNCONVERGED + " (measured 2026-11-23 at 2e25e94)."))
 def test_stack_of_three_soft_cubes_long():
-    b, blocks, problems = _run_stack(3, 36)
+    b, blocks, problems, _ = _run_stack(3, 36)
     assert not problems, problems[:5]
     assert np.abs(b.stepper.v[b.system.dynamic]).max() < 0.01
 
 
 # --- momentum ---------------------------------------------------------------------------------------
-MOMENTUM_TOL = 1e-2   # of sum |m_i v_i|; the stopping rule alone allows M newton_tol = 1.5% per step at most
+MOMENTUM_TOL = 1e-9   # of sum |m_i v_i|: rounding. Every step ends with the exact translation step of the free
+                      # cluster (free_translation.py); without it the unconverged contact steps drifted 3-5%
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "total linear momentum is exact in free flight now (the steps start at the inertia target, one sweep "
-    "each) but drifts once the bodies touch, because no step in contact converges within its sweep budget "
-    "and only a converged step balances the contact forces. Drift of sum |m v| from frame 2 on (measured "
-    "2026-11-24 at 25de84d): 5.2% with the default 16 sweeps a step and the global correction, 0.5% with 16 "
-    "sweeps and no correction, 3.4% with 25 sweeps and no correction (the default before caa6abe; 2.9% at "
-    "2e25e94), 3.9% with barrier and friction blocks added to the correction's matrix: the figure follows "
-    "how each unconverged contact step happens to be cut, not the budget. The correction's move is cut per "
-    "vertex at its admissible set, which breaks the zero net force of the uncut move. The Newton solver "
-    "keeps it below 1e-6."))
 def test_two_soft_bodies_collide_and_keep_momentum():
+    """Two soft cubes collide head-on without gravity or friction: the total linear momentum is
+    conserved to rounding through the contact, although no step converges within its sweep budget."""
     V1, T1 = box((0.1, 0.1, 0.1), center=(-0.08, 0, 0), divisions=1)
     V2, T2 = box((0.1, 0.1, 0.1), center=(0.08, 0.02, 0.01), divisions=1)
     a = Body("a", "solid", V1, T1, material=Material(youngs_modulus=2e4, friction=0.0), initial_velocity=(1.0, 0, 0))
