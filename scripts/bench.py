@@ -47,7 +47,7 @@ TITLES = {
     "pbng": "Quasistatics: PBNG vs Newton on the seed's stretching block at equal residual",
     "coldstart": "Cold and warm start: the first bake compiles the solver kernels; compiling ahead",
     "tet10": "Quadratic vs linear tetrahedra: cantilever against Euler-Bernoulli, cost per step",
-    "abd": "Stiff bodies (ABD): 100 cubes of 1,016 vertices falling into a pile, Fast and Accurate vs Blender's rigid body (Bullet)",
+    "abd": "Stiff bodies (ABD): 100 cubes of 1,016 vertices falling into a pile, Fast vs Blender's rigid body (Bullet); ABD vs stiff FEM",
 }
 
 
