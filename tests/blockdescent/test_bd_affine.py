@@ -197,10 +197,10 @@ def test_cloth_over_a_falling_stiff_box_landing_on_a_soft_cube():
     """The issue's arrangement in Fast: a cloth sheet 4 cm above a stiff box that falls 4 cm onto a soft
     FEM cube; the box lands, the cloth falls onto it and drapes over its sides. Zero intersections and a
     rigid box every frame (Run). After 0.5 s: the box rests on the cube (its bottom above the cube's top
-    under its footprint, within a few contact gaps: 1.4 kg on a 50 kPa cube indents it ~1 mm); the cloth
-    over the box's top face is above that face's plane and touches it (its lowest point there within
-    3 mm: cloth offset 0.5 mm + gap < 1 mm, while the sheet still flaps by ~1 cm elsewhere), and the
-    sheet hangs past the box's sides (its lowest vertex below the box's bottom)."""
+    under its footprint, within a few contact gaps: 1.4 kg on a 50 kPa cube indents it ~1 mm); on every
+    frame the cloth over the box's top face is on the outer side of that face's plane, and on some frame
+    it touches it (within 2 mm: cloth offset 0.5 mm + gap < 1 mm; the coarse sheet keeps flapping by
+    mm to cm afterwards); the sheet hangs past the box's sides (its lowest vertex below the box's bottom)."""
     Vs, Ts = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 0.101), divisions=2)
     soft = Body("soft", "solid", Vs, Ts, material=Material(density=500.0, youngs_modulus=5e4, friction=0.3))
     stiff = stiff_box("crate", (0.12, 0.12, 0.12), (0.0, 0.0, 0.3), density=800.0)
@@ -209,24 +209,28 @@ def test_cloth_over_a_falling_stiff_box_landing_on_a_soft_cube():
     cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
                                                                 bending_stiffness=1e-6, friction=0.3))
     run = Run(fast(soft, stiff, cloth, ground(), frame_end=13))
-    run.advance(12)
-    x = run.x
     blk_soft, blk_crate, blk_cloth = run.s.blocks[:3]
-    crate = x[blk_crate.offset:blk_crate.offset + 8]
-    sheet = x[blk_cloth.offset:blk_cloth.offset + len(Vc)]
+    closest = []                                             # per frame: cloth over the top, nearest to it
+    for _ in range(12):
+        run.advance(1)
+        x = run.x
+        crate = x[blk_crate.offset:blk_crate.offset + 8]
+        sheet = x[blk_cloth.offset:blk_cloth.offset + len(Vc)]
+        lo, hi = crate[:, :2].min(0), crate[:, :2].max(0)
+        top = crate[np.argsort(crate[:, 2])[4:]]             # the top face's 4 corners
+        n = np.cross(top[1] - top[0], top[2] - top[0])
+        n = n / np.linalg.norm(n) * np.sign(n[2])
+        over = ((sheet[:, :2] > lo + 0.01) & (sheet[:, :2] < hi - 0.01)).all(1)
+        lift = (sheet[over] - top[0]) @ n
+        assert over.sum() >= 9 and (lift > 0.0).all()        # the cloth stays on the top's outer side
+        closest.append(lift.min())
     cube = x[blk_soft.offset:blk_soft.offset + len(Vs)]
-    lo, hi = crate[:, :2].min(0), crate[:, :2].max(0)
     under = ((cube[:, :2] > lo) & (cube[:, :2] < hi)).all(1)
     assert under.any()                                       # the centre column of the 2-division cube
     gap = crate[:, 2].min() - cube[under, 2].max()
     assert 0.0 < gap < 3e-3                                  # resting on the cube
     assert run.p(0)[-1, 2] < 0.3 - 0.035                     # it fell ~4 cm
-    top = crate[np.argsort(crate[:, 2])[4:]]                 # the top face's 4 corners
-    n = np.cross(top[1] - top[0], top[2] - top[0])
-    n = n / np.linalg.norm(n) * np.sign(n[2])
-    over = ((sheet[:, :2] > lo + 0.01) & (sheet[:, :2] < hi - 0.01)).all(1)
-    lift = (sheet[over] - top[0]) @ n
-    assert over.sum() >= 9 and (lift > 0.0).all() and lift.min() < 3e-3
+    assert min(closest) < 2e-3, np.round(np.array(closest) * 1e3, 2)   # the cloth came down onto the top
     assert sheet[:, 2].min() < crate[:, 2].min()             # draped past the box's sides
 
 
