@@ -230,18 +230,15 @@ class PairCache:
         if (self.x_ref is not None and self.x_ref.shape == x.shape
                 and r + 2.0 * max_move(x, self.x_ref, self.on_surface) <= self.r_built):
             self.reuses += 1
+            ps = self.ps
+            s = _near(x, self.x_ref, ps.ids, ps.is_ee, ps.off, ps.s, float(r)) if len(ps) else ps.s
+            k = np.nonzero(s < np.inf)[0]
         else:
-            self._build(x, r)
-        ps = self.ps
-        if len(ps) == 0:
-            return ps
-        s = _near(x, self.x_ref, ps.ids, ps.is_ee, ps.off, ps.s, float(r))
-        k = np.nonzero(s < np.inf)[0]
+            self._build(x, r)     # just measured at x: the list's own distances are exact
+            ps = self.ps
+            s = ps.s
+            k = np.nonzero(s < r)[0]
         return NearPairs(ps.ids[k], ps.is_ee[k], ps.off[k], ps.epsx[k], s[k])
-
-    def pairs(self, x: np.ndarray, r: float) -> NearPairs:
-        """near(x, r): the pairs for the friction setup and the contact statistics."""
-        return self.near(x, r)
 
 
 MARGIN_FRACTION = 1.0  # a rebuilt list covers moves of the whole query distance (r_built = 3 r, 1.5 edge

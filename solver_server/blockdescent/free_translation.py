@@ -113,14 +113,14 @@ class FreeTranslation:
         np.logical_or.at(has_solid, label, self.solid_body)
         vlabel = np.where(self.body_of >= 0, label[np.maximum(self.body_of, 0)], -1)
         held = np.flatnonzero(anchored & all_solid & has_solid)
-        if len(held):
-            dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
-            for c in held:
-                self._held_step(x, y, mass, inv_h2, EL, SH, CT, FR, BD, c, vlabel)
         comps = np.flatnonzero(~anchored)
+        if not len(held) and not len(comps):
+            return 0
+        dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])   # translations leave it valid
+        for c in held:
+            self._held_step(x, y, mass, inv_h2, EL, SH, CT, FR, BD, c, vlabel)
         if not len(comps):
             return len(held)
-        dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
         shift = np.zeros((label.max() + 1, 3))
         members = {}
         for c in comps:

@@ -130,7 +130,7 @@ class BlockDescentStepper:
         ct = self.contact
         fs = None
         if ct is not None:
-            ct.friction_setup_pairs(x_n, self.pairs.pairs(x_n, ct.dhat))
+            ct.friction_setup_pairs(x_n, self.pairs.near(x_n, ct.dhat))
             fs = ct.fs
         if fs is None or len(fs) == 0:
             return (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0),
@@ -251,7 +251,7 @@ class BlockDescentStepper:
         self.v = (xz - x_hat) / h_e
         self.x = xz
         if ct is not None and stats:
-            ps = self.pairs.pairs(x, dhat)
+            ps = self.pairs.near(x, dhat)
             st.contacts, st.min_distance = ct.pair_stats(x, ps)
         st.seconds = time.perf_counter() - t0
         self.last_step_size = big
