@@ -29,7 +29,7 @@ from solver_server.ipc.integrator import StepStats
 from solver_server.ipc.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
 from .bounds import GAMMA, PairCache, detect
-from .collider_carry import ColliderCarry
+from .collider_carry import KEEP_DHAT, ColliderCarry
 from .dihedral_cache import dihedral_table
 from .free_translation import FreeTranslation
 from .global_correction import GlobalCorrection
@@ -126,7 +126,7 @@ class BlockDescentStepper:
             in_tet = np.zeros(n, bool)
             in_tet[self.EL[14].ravel()] = True
             carriable = self.on_surface & sys.dynamic[:n] & ~self.presc & ~in_tet
-            self.carry = ColliderCarry(contact.mesh, self.group, self.n_groups, carriable)
+            self.carry = ColliderCarry(contact.mesh, self.group, self.n_groups, carriable, KEEP_DHAT * contact.dhat)
         self.carry_passes = 0
 
     # --- pieces -----------------------------------------------------------------------------------
