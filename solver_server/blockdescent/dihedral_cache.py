@@ -115,7 +115,9 @@ def refresh_dihedrals(x, verts, v_start, v_edge, quad, th, gr, ok, parallel):
 @njit(cache=True, fastmath=False, inline="always")
 def shell_vertex_cached(i, a, K, th0, slot_edge, slot_flip, th, gr, ok, g, H, ja):
     """shell_bending.shell_vertex of stencil i for its vertex in slot a (0..5), from the cached
-    dihedrals: gradient (N) into g (3,), Gauss-Newton block J_a^T K J_a (N/m) into H; ja (3, 3) scratch."""
+    dihedrals: gradient (N) into g (3,), Gauss-Newton block J_a^T K J_a (N/m) into H; ja (3, 3) scratch.
+    A flap vertex (a = 3 + j) is in hinge j only: its block is K_jj J_j J_j^T, one outer product
+    (half a vertex's stencils are of this kind)."""
     d0 = 0.0
     d1 = 0.0
     d2 = 0.0
@@ -134,37 +136,72 @@ def shell_vertex_cached(i, a, K, th0, slot_edge, slot_flip, th, gr, ok, g, H, ja
     if e >= 0 and ok[e] > 0.5:
         p2 = True
         d2 = th[e] - th0[2]
+    if a >= 3:
+        j = a - 3
+        present = p0 if j == 0 else (p1 if j == 1 else p2)
+        if not present:
+            return
+        rj = K[j, 0] * d0 + K[j, 1] * d1 + K[j, 2] * d2
+        e = slot_edge[i, j]
+        part = 0 if slot_flip[i, j] else 3
+        kjj = K[j, j]
+        j0, j1, j2 = gr[e, part, 0], gr[e, part, 1], gr[e, part, 2]
+        g[0] += rj * j0
+        g[1] += rj * j1
+        g[2] += rj * j2
+        H[0, 0] += kjj * j0 * j0
+        H[1, 1] += kjj * j1 * j1
+        H[2, 2] += kjj * j2 * j2
+        h01 = kjj * j0 * j1
+        h02 = kjj * j0 * j2
+        h12 = kjj * j1 * j2
+        H[0, 1] += h01
+        H[1, 0] += h01
+        H[0, 2] += h02
+        H[2, 0] += h02
+        H[1, 2] += h12
+        H[2, 1] += h12
+        return
     r0 = K[0, 0] * d0 + K[0, 1] * d1 + K[0, 2] * d2 if p0 else 0.0
     r1 = K[1, 0] * d0 + K[1, 1] * d1 + K[1, 2] * d2 if p1 else 0.0
     r2 = K[2, 0] * d0 + K[2, 1] * d1 + K[2, 2] * d2 if p2 else 0.0
     for j in range(3):
-        for k in range(3):
-            ja[j, k] = 0.0
         present = p0 if j == 0 else (p1 if j == 1 else p2)
         if not present:
+            for k in range(3):
+                ja[j, k] = 0.0
             continue
         e = slot_edge[i, j]
-        # slot a is part (a - j) mod 3 of hinge j for a < 3 (v_j, v_j+1, v_j+2), part 3 for the flap a = 3 + j
-        if a < 3:
-            part = (a - j) % 3
-        elif a == 3 + j:
-            part = 3
-        else:
-            continue
+        # slot a (< 3) is part (a - j) mod 3 of hinge j (v_j, v_j+1, v_j+2, f_j)
+        part = (a - j) % 3
         if slot_flip[i, j]:
             part = 3 - part
         for k in range(3):
             ja[j, k] = gr[e, part, k]
     for k in range(3):
         g[k] += r0 * ja[0, k] + r1 * ja[1, k] + r2 * ja[2, k]
-    for pp in range(3):
-        for qq in range(pp, 3):
-            acc = 0.0
-            for u in range(3):
-                s = 0.0
-                for w in range(3):
-                    s += K[u, w] * ja[w, qq]
-                acc += ja[u, pp] * s
-            H[pp, qq] += acc
-            if qq != pp:
-                H[qq, pp] += acc
+    # H += ja^T (K ja): K ja once (27 products), then the upper triangle
+    kj00 = K[0, 0] * ja[0, 0] + K[0, 1] * ja[1, 0] + K[0, 2] * ja[2, 0]
+    kj01 = K[0, 0] * ja[0, 1] + K[0, 1] * ja[1, 1] + K[0, 2] * ja[2, 1]
+    kj02 = K[0, 0] * ja[0, 2] + K[0, 1] * ja[1, 2] + K[0, 2] * ja[2, 2]
+    kj10 = K[1, 0] * ja[0, 0] + K[1, 1] * ja[1, 0] + K[1, 2] * ja[2, 0]
+    kj11 = K[1, 0] * ja[0, 1] + K[1, 1] * ja[1, 1] + K[1, 2] * ja[2, 1]
+    kj12 = K[1, 0] * ja[0, 2] + K[1, 1] * ja[1, 2] + K[1, 2] * ja[2, 2]
+    kj20 = K[2, 0] * ja[0, 0] + K[2, 1] * ja[1, 0] + K[2, 2] * ja[2, 0]
+    kj21 = K[2, 0] * ja[0, 1] + K[2, 1] * ja[1, 1] + K[2, 2] * ja[2, 1]
+    kj22 = K[2, 0] * ja[0, 2] + K[2, 1] * ja[1, 2] + K[2, 2] * ja[2, 2]
+    h00 = ja[0, 0] * kj00 + ja[1, 0] * kj10 + ja[2, 0] * kj20
+    h11 = ja[0, 1] * kj01 + ja[1, 1] * kj11 + ja[2, 1] * kj21
+    h22 = ja[0, 2] * kj02 + ja[1, 2] * kj12 + ja[2, 2] * kj22
+    h01 = ja[0, 0] * kj01 + ja[1, 0] * kj11 + ja[2, 0] * kj21
+    h02 = ja[0, 0] * kj02 + ja[1, 0] * kj12 + ja[2, 0] * kj22
+    h12 = ja[0, 1] * kj02 + ja[1, 1] * kj12 + ja[2, 1] * kj22
+    H[0, 0] += h00
+    H[1, 1] += h11
+    H[2, 2] += h22
+    H[0, 1] += h01
+    H[1, 0] += h01
+    H[0, 2] += h02
+    H[2, 0] += h02
+    H[1, 2] += h12
+    H[2, 1] += h12

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .dihedral_cache import dihedrals_all
-from .sweep import VOLUME_KEEP, _ray_fraction, _vertex_step
+from .sweep import VOLUME_KEEP, _ray_fraction, solid_terms, vertex_terms
 from .vertex_contact import contact_scratch
 from .vertex_elastic import tet_volume_moving
 
@@ -87,23 +87,19 @@ def stretch_matrix(EL: tuple, n: int, mass: np.ndarray, inv_h2: float, free: np.
 @njit(cache=True, fastmath=False, parallel=True)
 def gradient_all(x, y, mass, inv_h2, free_idx, EL, SH, CT, FR, G):
     """G[k] = gradient (N) of the step's incremental potential at free vertex free_idx[k]: the gradient
-    sweep._vertex_step assembles (inertia, elasticity, barrier, lagged friction), for all vertices at
-    once at x. SH must hold the dihedrals at x."""
+    the sweep assembles (sweep.vertex_terms and solid_terms: inertia, elasticity, barrier, lagged
+    friction), for all vertices at once at x. SH must hold the dihedrals at x."""
     nf = free_idx.shape[0]
     nch = max(1, min(nf, 64))
+    skip = np.zeros(x.shape[0], np.bool_)
     for ch in prange(nch):
-        g = np.empty(3)
-        H = np.empty((3, 3))
-        J = np.zeros((3, 12))
-        s5 = np.empty((5, 3))
-        dv = np.empty(3)
-        r = np.empty(3)
-        SC = contact_scratch()
-        p = np.empty(3)
-        for k in range(ch * nf // nch, (ch + 1) * nf // nch):
-            _vertex_step(free_idx[k], x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, p)
-            for a in range(3):
-                G[k, a] = g[a]
+        k0 = ch * nf // nch
+        k1 = (ch + 1) * nf // nch
+        HH = np.empty((k1 - k0, 3, 3))
+        vs = free_idx[k0:k1]
+        vertex_terms(vs, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G[k0:k1], HH, contact_scratch(),
+                     np.empty((3, 3)))
+        solid_terms(vs, x, skip, EL, G[k0:k1], HH)
 
 
 @njit(cache=True, fastmath=False)

@@ -92,28 +92,20 @@ def elastic_vertex(v, x, EL, g, H, J, s5, dv, r):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def elastic_vertex_cached(v, x, EL, SH, g, H, J, s5, dv, r):
-    """elastic_vertex with the cloth bending read from the sweep's dihedral cache SH
-    (dihedral_cache.py: slot_edge, slot_flip, quad, CSR start, CSR edges, th, gr, ok)."""
-    shl_K, shl_t0, vh_s, vh_e, vh_k = EL[9], EL[10], EL[11], EL[12], EL[13]
-    slot_edge, slot_flip, th, gr, ok = SH[0], SH[1], SH[5], SH[6], SH[7]
-    _membranes(v, x, EL, g, H)
-    ja = s5[0:3]
-    for j in range(vh_s[v], vh_s[v + 1]):
-        e = vh_e[j]
-        shell_vertex_cached(e, vh_k[j], shl_K[e], shl_t0[e], slot_edge, slot_flip, th, gr, ok, g, H, ja)
-    _solid_and_rod_terms(v, x, EL, g, H, J, s5, dv, r)
-
-
-@njit(cache=True, fastmath=False, inline="always")
-def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, p):
-    """Newton target p (3,) of free vertex v; returns False when the local system is singular."""
+def _cloth_and_contact_terms(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, SC, ja):
+    """Set g (3,), H (3, 3) of vertex v to its inertia, membrane, cloth bending, barrier and friction
+    terms (no allocation: this runs inside the reference-count-free vertex_terms)."""
     mh = mass[v] * inv_h2
     for a in range(3):
         g[a] = mh * (x[v, a] - y[v, a])
         for b in range(3):
             H[a, b] = mh if a == b else 0.0
-    elastic_vertex_cached(v, x, EL, SH, g, H, J, s5, dv, r)
+    _membranes(v, x, EL, g, H)
+    shl_K, shl_t0, vh_s, vh_e, vh_k = EL[9], EL[10], EL[11], EL[12], EL[13]
+    slot_edge, slot_flip, th, gr, ok = SH[0], SH[1], SH[5], SH[6], SH[7]
+    for j in range(vh_s[v], vh_s[v + 1]):
+        e = vh_e[j]
+        shell_vertex_cached(e, vh_k[j], shl_K[e], shl_t0[e], slot_edge, slot_flip, th, gr, ok, g, H, ja)
     (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc) = CT
     for j in range(vp_s[v], vp_s[v + 1]):
         k = vp_e[j]
@@ -123,10 +115,88 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, 
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
     for j in range(vf_s[v], vf_s[v + 1]):
         friction_vertex(x, x_fr, fids, fcoef, fT, fml, vf_e[j], vf_k[j], eps_f, g, H)
+
+
+@njit(cache=True, fastmath=False, _nrt=False)
+def vertex_terms(verts, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, SC, ja):
+    """G[j] (N), HH[j] (N/m) = the inertia, membrane, cloth bending, barrier and friction terms of
+    vertex verts[j] (not where skip[v]). Compiled without reference counting (_nrt=False; nothing
+    here allocates), and one call covers many vertices: per vertex, numba otherwise increments and
+    decrements the count of every array it binds (~60 here, atomically) and passes the element
+    tuples by value to each call, which together cost 0.55 of the 3.5 us a vertex took on the 64^2
+    drape. The tet and rod terms, which allocate (SVDs), are added by solid_terms."""
+    for j in range(verts.shape[0]):
+        v = verts[j]
+        if skip[v]:
+            continue
+        _cloth_and_contact_terms(v, x, y, mass, inv_h2, EL, SH, CT, FR, G[j], HH[j], SC, ja)
+
+
+@njit(cache=True, fastmath=False)
+def solid_terms(verts, x, skip, EL, G, HH):
+    """Add the tet, rod-stretch and rod-bend terms of vertex verts[j] to G[j], HH[j] (vertex_terms)."""
+    vT_s, vr_s, vb_s = EL[20], EL[26], EL[32]
+    J = np.zeros((3, 12))
+    s5 = np.empty((5, 3))
+    dv = np.empty(3)
+    r = np.empty(3)
+    for j in range(verts.shape[0]):
+        v = verts[j]
+        if not skip[v] and (vT_s[v] < vT_s[v + 1] or vr_s[v] < vr_s[v + 1] or vb_s[v] < vb_s[v + 1]):
+            _solid_and_rod_terms(v, x, EL, G[j], HH[j], J, s5, dv, r)
+
+
+@njit(cache=True, fastmath=False)
+def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, p):
+    """One vertex through the sweep's kernels (vertex_terms, solid_terms, then the local Newton
+    solve): g (3,) N, H (3, 3) N/m and the Newton target p (3,); False when H is singular. For
+    checks of the assembled terms (tests); the sweep itself runs whole colours."""
+    vs = np.full(1, v, np.int32)
+    skip = np.zeros(x.shape[0], np.bool_)
+    G = np.empty((1, 3))
+    HH = np.empty((1, 3, 3))
+    vertex_terms(vs, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, SC, s5[0:3])
+    solid_terms(vs, x, skip, EL, G, HH)
+    for a in range(3):
+        g[a] = G[0, a]
+        for b in range(3):
+            H[a, b] = HH[0, a, b]
     ok = _solve3(H, g, dv)
     for a in range(3):
         p[a] = x[v, a] - dv[a]
     return ok
+
+
+@njit(cache=True, fastmath=False, _nrt=False)
+def _moves(j0, j1, verts, x, mass, inv_h2, presc, group, target, BD, EL, G, HH, newp, stat, cur, dxs, nb, p, dv):
+    """newp[j], stat[j] of verts[j0:j1] from their terms G[j - j0], HH[j - j0] (vertex_terms):
+    the Newton target cut to the admissible set (no allocation, no reference counting)."""
+    for j in range(j0, j1):
+        v = verts[j]
+        res = 0.0
+        if group[v] >= 0:  # collider vertex: moved with its body by _move_colliders
+            for a in range(3):
+                newp[j, a] = x[v, a]
+            stat[j, 0] = 0.0
+            stat[j, 1] = 0
+            continue
+        if presc[v]:
+            for a in range(3):
+                p[a] = target[v, a]
+        else:
+            g = G[j - j0]
+            if _solve3(HH[j - j0], g, dv):
+                for a in range(3):
+                    p[a] = x[v, a] - dv[a]
+            else:
+                for a in range(3):
+                    p[a] = x[v, a]
+            res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
+        cut = _admissible_move_s(v, x, p, BD, EL, True, cur, dxs, nb)
+        for a in range(3):
+            newp[j, a] = p[a]
+        stat[j, 0] = res
+        stat[j, 1] = cut
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -182,9 +252,10 @@ def _admissible_move(v, x, p, BD, EL, slide):
     return _admissible_move_s(v, x, p, BD, EL, slide, np.empty(3), np.empty(3), np.empty(3))
 
 
-@njit(cache=True, fastmath=False, inline="always")
+@njit(cache=True, fastmath=False, _nrt=False)
 def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
-    """_admissible_move with caller-provided scratch cur, dx, nb (3,): no allocation per vertex."""
+    """_admissible_move with caller-provided scratch cur, dx, nb (3,): no allocation per vertex
+    (and compiled without reference counting, as _cloth_and_contact_terms)."""
     BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     for a in range(3):
         cur[a] = x[v, a]
@@ -261,64 +332,41 @@ def _move_colliders(x, target, group, n_groups, BD):
 
 
 @njit(cache=True, fastmath=False)
-def _sweep_range(j0, j1, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat):
+def _sweep_range(j0, j1, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, skip):
     """New positions of verts[j0:j1] into newp; stat[j] = (residual length (m), cut): the residual
-    length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone."""
-    g = np.empty(3)
-    H = np.empty((3, 3))
-    J = np.zeros((3, 12))
-    s5 = np.empty((5, 3))
-    dv = np.empty(3)
-    r = np.empty(3)
-    SC = contact_scratch()
-    cur = np.empty(3)
-    dxs = np.empty(3)
-    nb = np.empty(3)
-    p = np.empty(3)
-    for j in range(j0, j1):
-        v = verts[j]
-        res = 0.0
-        if group[v] >= 0:  # collider vertex: moved with its body by _move_colliders
-            for a in range(3):
-                newp[j, a] = x[v, a]
-            stat[j, 0] = 0.0
-            stat[j, 1] = 0
-            continue
-        if presc[v]:
-            for a in range(3):
-                p[a] = target[v, a]
-        else:
-            if not _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, p):
-                for a in range(3):
-                    p[a] = x[v, a]
-            res = math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) / (mass[v] * inv_h2)
-        cut = _admissible_move_s(v, x, p, BD, EL, True, cur, dxs, nb)
-        for a in range(3):
-            newp[j, a] = p[a]
-        stat[j, 0] = res
-        stat[j, 1] = cut
+    length is |g_i| h^2 / m_i, the move the vertex's force would cause on its inertia alone. The
+    vertices of one colour are independent, so all their terms are gathered first, then moved.
+    skip (n,): prescribed and collider vertices (no terms)."""
+    m = j1 - j0
+    G = np.empty((m, 3))
+    HH = np.empty((m, 3, 3))
+    vs = verts[j0:j1]
+    vertex_terms(vs, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, contact_scratch(), np.empty((3, 3)))
+    solid_terms(vs, x, skip, EL, G, HH)
+    _moves(j0, j1, verts, x, mass, inv_h2, presc, group, target, BD, EL, G, HH, newp, stat, np.empty(3),
+           np.empty(3), np.empty(3), np.empty(3), np.empty(3))
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat):
+def _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, skip):
     """One colour's new positions, chunks of vertices on numba's threads."""
     nv = verts.shape[0]
     nch = max(1, min(nv, 32))
     for ch in prange(nch):
         _sweep_range(ch * nv // nch, (ch + 1) * nv // nch, verts, x, y, mass, inv_h2, presc, group, target, BD,
-                     EL, SH, CT, FR, newp, stat)
+                     EL, SH, CT, FR, newp, stat, skip)
 
 
 @njit(cache=True, fastmath=False)
-def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, parallel):
+def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, parallel, skip):
     """Update one colour (Jacobi inside it): new positions first, then written back. ``parallel``
     False skips numba's parallel launch, which costs more than it saves on small colours or a
     busy machine (contact/threads.py); then the dihedral cache of the moved vertices is refreshed."""
     nv = verts.shape[0]
     if parallel:
-        _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat)
+        _sweep_color_parallel(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, skip)
     else:
-        _sweep_range(0, nv, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat)
+        _sweep_range(0, nv, verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp, stat, skip)
     for j in range(nv):
         v = verts[j]
         for a in range(3):
@@ -420,6 +468,10 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     newp = np.empty((maxlen, 3))
     stat = np.empty((maxlen, 2))
     xbar = np.empty_like(x)
+    skip = presc.copy()     # no terms for prescribed or collider vertices
+    for v in range(n):
+        if group[v] >= 0:
+            skip[v] = True
     bstat = np.zeros(3)
     dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
     done = 0
@@ -442,7 +494,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
             verts = col_verts[col_start[c]:col_start[c + 1]]
             nv = verts.shape[0]
             _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT, FR, newp[:nv], stat[:nv],
-                         parallel and nv >= PARALLEL_MIN_VERTICES)
+                         parallel and nv >= PARALLEL_MIN_VERTICES, skip)
             for j in range(nv):
                 if stat[j, 1] > 0:
                     cut += 1

@@ -173,16 +173,24 @@ def tet_vertex(x, tet, Dm_inv, vol, mu, lam, model, a, g, H, project):
             H[c, d] += vol * acc
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _corner(x, tet, slot, p, i, c):
+    """Coordinate c of corner i of tet, with the corner in ``slot`` at p."""
+    return p[c] if i == slot else x[tet[i], c]
+
+
 @njit(cache=True, fastmath=False)
 def tet_volume_moving(x, tet, slot, p):
-    """Signed volume (m^3) of tet with its vertex in ``slot`` placed at p (3,)."""
-    q = np.empty((4, 3))
-    for i in range(4):
-        for c in range(3):
-            q[i, c] = x[tet[i], c]
-    for c in range(3):
-        q[slot, c] = p[c]
-    a0, a1, a2 = q[1, 0] - q[0, 0], q[1, 1] - q[0, 1], q[1, 2] - q[0, 2]
-    b0, b1, b2 = q[2, 0] - q[0, 0], q[2, 1] - q[0, 1], q[2, 2] - q[0, 2]
-    c0, c1, c2 = q[3, 0] - q[0, 0], q[3, 1] - q[0, 1], q[3, 2] - q[0, 2]
+    """Signed volume (m^3) of tet with its vertex in ``slot`` placed at p (3,). No allocation (the
+    sweep's reference-count-free kernels call it)."""
+    q0x, q0y, q0z = _corner(x, tet, slot, p, 0, 0), _corner(x, tet, slot, p, 0, 1), _corner(x, tet, slot, p, 0, 2)
+    a0 = _corner(x, tet, slot, p, 1, 0) - q0x
+    a1 = _corner(x, tet, slot, p, 1, 1) - q0y
+    a2 = _corner(x, tet, slot, p, 1, 2) - q0z
+    b0 = _corner(x, tet, slot, p, 2, 0) - q0x
+    b1 = _corner(x, tet, slot, p, 2, 1) - q0y
+    b2 = _corner(x, tet, slot, p, 2, 2) - q0z
+    c0 = _corner(x, tet, slot, p, 3, 0) - q0x
+    c1 = _corner(x, tet, slot, p, 3, 1) - q0y
+    c2 = _corner(x, tet, slot, p, 3, 2) - q0z
     return (a0 * (b1 * c2 - b2 * c1) - a1 * (b0 * c2 - b2 * c0) + a2 * (b0 * c1 - b1 * c0)) / 6.0

@@ -142,7 +142,7 @@ def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
     return True
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, _nrt=False)
 def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
                    vbody, self_contact, static, buf):
     """Accepted targets of query q written to buf while it has room. Returns their number; the
