@@ -43,7 +43,7 @@ from numba import njit, prange
 import math
 
 from solver_server.ipc.contact.barrier_pair import pair_stencil_local
-from solver_server.ipc.contact.distance import stencil_closest
+from solver_server.ipc.contact.distance import stencil_closest_into
 
 from solver_server.ipc.contact.broad_phase import find_candidates
 from solver_server.ipc.contact.pairs import contact_distances, pair_set, pair_stencil
@@ -71,76 +71,104 @@ class Detection:
 
 
 @njit(cache=True, fastmath=False)
+def _vertex_pairs(ids, s, r_query, n):
+    """CSR (start (n + 1,), pair indices) of the pairs closer than r_query at each of their four
+    vertices, each vertex's pairs in ascending order."""
+    K = ids.shape[0]
+    start = np.zeros(n + 1, np.int64)
+    for k in range(K):
+        if s[k] < r_query:
+            for i in range(4):
+                start[ids[k, i] + 1] += 1
+    for v in range(n):
+        start[v + 1] += start[v]
+    fill = start[:-1].copy()
+    pk = np.empty(start[n], np.int64)
+    for k in range(K):
+        if s[k] < r_query:
+            for i in range(4):
+                v = ids[k, i]
+                pk[fill[v]] = k
+                fill[v] += 1
+    return start, pk
+
+
+@njit(cache=True, fastmath=False, parallel=True)
 def _constraints(x, ids, is_ee, s, gamma, r_query, radius, kmax):
     """Half-space constraints (CSR by vertex) u . delta <= gamma s_k of the candidate pairs, at most
     kmax - 1 per vertex: a vertex with kmax or more pairs closer than r_query gets the ball radius
     gamma s of its kmax-th closest pair (radius is updated in place), which implies every constraint
     with a bound >= that radius (|delta| <= R <= b gives u . delta <= b); implied ones are dropped.
-    Closest points are computed only for pairs that give some vertex a constraint."""
+    Closest points are computed only for pairs that give some vertex a constraint. A pair at or
+    beyond r_query bounds no slot below its vertex's ball. Vertices, then pairs, run in parallel;
+    each vertex's constraints are in pair order."""
     K = ids.shape[0]
     n = radius.shape[0]
-    best = np.full((n, kmax), np.inf)
-    for k in range(K):
-        sk = s[k]
-        if sk >= r_query:
-            continue
-        for i in range(4):
-            v = ids[k, i]
-            if sk < best[v, kmax - 1]:
-                j = kmax - 1
-                while j > 0 and best[v, j - 1] > sk:
-                    best[v, j] = best[v, j - 1]
-                    j -= 1
-                best[v, j] = sk
+    vs, pk = _vertex_pairs(ids, s, r_query, n)
+    cnt = np.zeros(n + 1, np.int64)
+    for v in prange(n):
+        if vs[v + 1] - vs[v] >= kmax:
+            best = np.full(kmax, np.inf)     # the kmax smallest distances, ascending
+            for j in range(vs[v], vs[v + 1]):
+                sk = s[pk[j]]
+                if sk < best[kmax - 1]:
+                    i = kmax - 1
+                    while i > 0 and best[i - 1] > sk:
+                        best[i] = best[i - 1]
+                        i -= 1
+                    best[i] = sk
+            radius[v] = min(radius[v], gamma * best[kmax - 1])
+        c = 0
+        for j in range(vs[v], vs[v + 1]):
+            if gamma * s[pk[j]] < radius[v]:
+                c += 1
+        cnt[v + 1] = c
     for v in range(n):
-        if best[v, kmax - 1] < np.inf:
-            radius[v] = min(radius[v], gamma * best[v, kmax - 1])
-    start = np.zeros(n + 1, np.int64)
-    for k in range(K):
-        if s[k] >= r_query:
-            continue   # a pair at or beyond the query distance bounds no slot below its vertex's ball
-        bk = gamma * s[k]
-        for i in range(4):
-            if bk < radius[ids[k, i]]:
-                start[ids[k, i] + 1] += 1
-    for v in range(n):
-        start[v + 1] += start[v]
-    fill = start[:-1].copy()
-    u = np.empty((start[n], 3))
-    b = np.empty(start[n])
-    X = np.empty(12)
-    for k in range(K):
-        if s[k] >= r_query:
-            continue   # as in the count above
-        bk = gamma * s[k]
-        need = False
-        for i in range(4):
-            if bk < radius[ids[k, i]]:
-                need = True
-        if not need:
-            continue
-        for i in range(4):
+        cnt[v + 1] += cnt[v]
+    # unit direction from B's closest point to A's of every pair that bounds some vertex
+    nrm = np.zeros((K, 3))
+    nch = max(1, min(K, 64))
+    for ch in prange(nch):
+        X = np.empty(12)
+        c = np.empty(4)
+        r = np.empty(3)
+        dc = np.empty((2, 4))
+        sv = np.empty((2, 3))
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            if s[k] >= r_query:
+                continue
+            bk = gamma * s[k]
+            if not (bk < radius[ids[k, 0]] or bk < radius[ids[k, 1]] or bk < radius[ids[k, 2]]
+                    or bk < radius[ids[k, 3]]):
+                continue
+            for i in range(4):
+                for a in range(3):
+                    X[3 * i + a] = x[ids[k, i], a]
+            st = pair_stencil_local(X, is_ee[k])
+            stencil_closest_into(X, st[0], st[1], st[2], st[3], st[4], c, r, dc, sv)
+            d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
+            # r = sum c_i x_i points from B's closest point to A's when side A's coefficients sum to +1;
+            # the stencil may start from a B-side point (e.g. the end point of the second edge), then -1
+            ca = c[0] + (c[1] if is_ee[k] else 0.0)
+            orient = 1.0 if ca > 0.0 else -1.0
             for a in range(3):
-                X[3 * i + a] = x[ids[k, i], a]
-        st = pair_stencil_local(X, is_ee[k])
-        c, r, dc, sv, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
-        d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
-        # r = sum c_i x_i points from B's closest point to A's when side A's coefficients sum to +1;
-        # the stencil may start from a B-side point (e.g. the end point of the second edge), then -1
-        ca = c[0] + (c[1] if is_ee[k] else 0.0)
-        orient = 1.0 if ca > 0.0 else -1.0
-        for i in range(4):
-            v = ids[k, i]
+                nrm[k, a] = orient * r[a] / d
+    u = np.empty((cnt[n], 3))
+    b = np.empty(cnt[n])
+    for v in prange(n):
+        j = cnt[v]
+        for jj in range(vs[v], vs[v + 1]):
+            k = pk[jj]
+            bk = gamma * s[k]
             if bk >= radius[v]:
                 continue
-            side_a = i == 0 or (is_ee[k] and i == 1)
-            sg = -orient if side_a else orient
-            j = fill[v]
-            fill[v] += 1
+            side_a = ids[k, 0] == v or (is_ee[k] and ids[k, 1] == v)
+            sg = -1.0 if side_a else 1.0
             for a in range(3):
-                u[j, a] = sg * r[a] / d
+                u[j, a] = sg * nrm[k, a]
             b[j] = bk
-    return start, u, b
+            j += 1
+    return cnt, u, b
 
 
 @njit(cache=True, fastmath=False)
