@@ -18,19 +18,34 @@ from numba import njit
 
 def incidence(elems: np.ndarray, n_verts: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR of elements (E, k) by vertex: (start (n+1,) int64, elem (E*k,) int32, slot (E*k,) int32);
-    the elements of vertex v are elem[start[v]:start[v+1]], v being their vertex number slot."""
-    elems = np.asarray(elems, np.int64)
+    the elements of vertex v are elem[start[v]:start[v+1]], v being their vertex number slot, in
+    increasing element order. A counting sort in numba: the stepper builds one for the barrier pairs
+    at every contact detection (~20 a frame), where numpy's argsort and add.at took ~2 ms each."""
+    elems = np.asarray(elems)
     if elems.ndim != 2:
         elems = elems.reshape(len(elems), -1) if len(elems) else np.zeros((0, 1), np.int64)
+    return _incidence(np.ascontiguousarray(elems, np.int64), int(n_verts))
+
+
+@njit(cache=True, fastmath=False)
+def _incidence(elems, n_verts):
     E, k = elems.shape
-    v = elems.ravel()
-    order = np.argsort(v, kind="stable")
     start = np.zeros(n_verts + 1, np.int64)
-    np.add.at(start, v + 1, 1)
-    start = np.cumsum(start)
-    elem = (np.arange(E * k) // max(k, 1))[order].astype(np.int32)
-    slot = (np.arange(E * k) % max(k, 1))[order].astype(np.int32)
-    return start, np.ascontiguousarray(elem), np.ascontiguousarray(slot)
+    for e in range(E):
+        for j in range(k):
+            start[elems[e, j] + 1] += 1
+    for v in range(n_verts):
+        start[v + 1] += start[v]
+    fill = start[:-1].copy()
+    elem = np.empty(E * k, np.int32)
+    slot = np.empty(E * k, np.int32)
+    for e in range(E):
+        for j in range(k):
+            v = elems[e, j]
+            elem[fill[v]] = e
+            slot[fill[v]] = j
+            fill[v] += 1
+    return start, elem, slot
 
 
 @njit(cache=True, fastmath=False)
