@@ -11,12 +11,15 @@ lengths), so a sweep-only start moves falling cloth by ~0.2 edge lengths per det
 Here instead every free vertex i moves along the straight path x^n_i + tau t_i (y_i - x^n_i),
 tau in [0, 1], with per-vertex fractions t_i in [0, 1] chosen by additive CCD (ipc/contact/ccd.py,
 "Filter Line Search" in the book, per vertex instead of one global step): every pair of primitives
-whose swept boxes meet is checked along those paths, and a pair that would lose more than
-1 - ETA of its contact distance cuts the fractions of its four vertices to its time of impact
-(later passes: to 0). Changing some fractions changes the paths of the pairs around them, so the
-whole check runs again until one pass finds no impact; all fractions 0 (x^n itself, intersection
-free) always passes, so the loop ends, and what it returns is intersection free with every pair's
-contact distance at least ETA times its value at x^n. Tets must keep VOLUME_KEEP of their volume
+whose swept boxes over the whole moves (all t_i = 1) meet is checked along those paths, and a pair
+that would lose more than 1 - ETA of its contact distance cuts the fractions of its four vertices
+to its time of impact (later passes: to 0). Changing some fractions changes the paths of the pairs
+around them, so the check runs again, on the pairs with a changed vertex (the others keep the path
+they had, on which they hit nothing), until one pass finds no impact; all fractions 0 (x^n itself,
+intersection free) always passes, so the loop ends, and what it returns is intersection free (a
+pair whose swept boxes do not meet cannot touch), with every checked pair's contact distance at
+least ETA times its value at x^n. A fraction only shortens a vertex's segment, so the first pass's
+candidate list holds every pair whose boxes meet in a later pass. Tets must keep VOLUME_KEEP of their volume
 (sweep.py's rule), else their vertices stay too. The step's first detection then starts from this
 point, and the balls only have to hold the corrections the elastic and contact forces make.
 """
@@ -28,7 +31,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
+from solver_server.ipc.contact.broad_phase import _box_pairs, _boxes
 from solver_server.ipc.contact.ccd import accd_pair, pair_of
 from .sweep import VOLUME_KEEP
 from .vertex_elastic import tet_volume_moving
@@ -41,63 +44,54 @@ MAX_PASSES = 12    # then every vertex still cut is stopped and the last check a
 
 
 @njit(cache=True, fastmath=False)
-def _tois_range(q0, q1, x, p, qlo, qhi, tlo, thi, grid, mode, faces, edges, vbody, self_contact, static,
-                vertex_offset, face_offset, edge_offset, eta, tv):
-    """_vertex_tois for the queries q0..q1-1 into tv (n,); returns the number of impacts."""
-    origin, inv_cell, size, start, items, boxes, big = grid
-    buf = np.empty(64, dtype=np.int64)
+def _list_tois_range(k0, k1, x, p, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta,
+                     changed, tv):
+    """_list_tois for pairs k0..k1-1 into tv (n,); returns the number of impacts."""
     X0 = np.empty(12)
     P = np.empty(12)
     ids = np.empty(4, dtype=np.int64)
     hits = 0
-    for q in range(q0, q1):
-        n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                           faces, edges, vbody, self_contact, static, buf)
-        if n > buf.shape[0]:
-            buf = np.empty(2 * n, dtype=np.int64)
-            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                               faces, edges, vbody, self_contact, static, buf)
-        for jt in range(n):
-            t = buf[jt]
-            off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
-            moving = False
+    for k in range(k0, k1):
+        off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
+        if not (changed[ids[0]] or changed[ids[1]] or changed[ids[2]] or changed[ids[3]]):
+            continue
+        moving = False
+        for i in range(4):
+            for a in range(3):
+                X0[3 * i + a] = x[ids[i], a]
+                P[3 * i + a] = p[ids[i], a]
+                if P[3 * i + a] != 0.0:
+                    moving = True
+        if not moving:
+            continue
+        toi = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
+        if toi < 1.0:
+            hits += 1
             for i in range(4):
-                for a in range(3):
-                    X0[3 * i + a] = x[ids[i], a]
-                    P[3 * i + a] = p[ids[i], a]
-                    if P[3 * i + a] != 0.0:
-                        moving = True
-            if not moving:
-                continue
-            toi = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
-            if toi < 1.0:
-                hits += 1
-                for i in range(4):
-                    if toi < tv[ids[i]]:
-                        tv[ids[i]] = toi
+                if toi < tv[ids[i]]:
+                    tv[ids[i]] = toi
     return hits
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _vertex_tois(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
-                 face_offset, edge_offset, eta, tv, n_threads):
-    """For every accepted query/target pair with overlapping swept boxes (mode 0: vertex-face,
-    1: edge-edge), the ACCD time of impact of x + tau p, tau in [0, 1]; tv[v] = min(tv[v], toi) for
-    the pair's four vertices when toi < 1. Returns the number of such pairs. The queries are split
-    in n_threads chunks (numba.get_num_threads() of the caller: read inside, it would keep the
-    kernel out of the cache), each with its own copy of tv (a min-reduction, no races)."""
-    nq = qlo.shape[0]
-    if nq == 0 or tlo.shape[0] == 0:
+def _list_tois(x, p, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta, changed, tv,
+               n_threads):
+    """For every stored broad-phase pair (rows (query, target), mode 0: vertex-face, 1: edge-edge)
+    with a vertex marked ``changed``, the ACCD time of impact of x + tau p, tau in [0, 1];
+    tv[v] = min(tv[v], toi) for the pair's four vertices when toi < 1. Returns the number of such
+    pairs. The pairs are split in chunks, each with its own copy of tv (a min-reduction, no races;
+    n_threads is numba.get_num_threads() of the caller: read inside, it would keep the kernel out
+    of the cache)."""
+    m = pairs.shape[0]
+    if m == 0:
         return 0
-    grid = hash_grid(qlo, qhi, tlo, thi)
-    nch = max(1, min(nq, n_threads))
+    nch = max(1, min(m, 4 * n_threads))
     n = tv.shape[0]
     tvl = np.ones((nch, n))
     hits = np.zeros(nch, dtype=np.int64)
     for ch in prange(nch):
-        hits[ch] = _tois_range(ch * nq // nch, (ch + 1) * nq // nch, x, p, qlo, qhi, tlo, thi, grid, mode, faces,
-                               edges, vbody, self_contact, static, vertex_offset, face_offset, edge_offset, eta,
-                               tvl[ch])
+        hits[ch] = _list_tois_range(ch * m // nch, (ch + 1) * m // nch, x, p, pairs, mode, faces, edges,
+                                    vertex_offset, face_offset, edge_offset, eta, changed, tvl[ch])
     for ch in range(nch):
         for v in range(n):
             if tvl[ch, v] < tv[v]:
@@ -151,25 +145,35 @@ def inertial_guess(x: np.ndarray, y: np.ndarray, free: np.ndarray, mesh, tets: n
     t = np.ones(len(x))
     m = mesh
     verts = np.arange(m.n_verts, dtype=np.int32).reshape(-1, 1)
-    args = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static, m.vertex_offset, m.face_offset,
-            m.edge_offset, float(eta))
+    # the candidates of the first pass (swept boxes of the whole moves) hold every pair of the later
+    # passes: a fraction only shortens each vertex's segment, so its swept box shrinks inside the first
+    x1 = x + w
+    vlo, vhi = _boxes(x, x1, verts, m.vertex_offset)
+    flo, fhi = _boxes(x, x1, m.faces, m.face_offset)
+    elo, ehi = _boxes(x, x1, m.edges, m.edge_offset)
+    filt = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static)
+    pt = _box_pairs(vlo, vhi, flo, fhi, 0, *filt)
+    ee = _box_pairs(elo, ehi, elo, ehi, 1, *filt)
+    args = (m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset, float(eta))
+    changed = np.ones(len(x), bool)
     for k in range(MAX_PASSES + 1):
         p = np.ascontiguousarray(t[:, None] * w)
         x1 = x + p
         tv = np.ones(len(x))
-        vlo, vhi = _boxes(x, x1, verts, m.vertex_offset)
-        flo, fhi = _boxes(x, x1, m.faces, m.face_offset)
-        elo, ehi = _boxes(x, x1, m.edges, m.edge_offset)
         nt = numba.get_num_threads()
-        hits = _vertex_tois(x, p, vlo, vhi, flo, fhi, 0, *args, tv, nt)
-        hits += _vertex_tois(x, p, elo, ehi, elo, ehi, 1, *args, tv, nt)
+        # a pair none of whose vertices changed its fraction has the path it had in the last pass,
+        # where it hit nothing (a hit shortens every moving vertex of the pair): only the others are checked again
+        hits = _list_tois(x, p, pt, 0, *args, changed, tv, nt)
+        hits += _list_tois(x, p, ee, 1, *args, changed, tv, nt)
         hits += _tet_cuts(x, x1, tets, tv)
         if hits == 0:
             return x1, k + 1, int((t < 1.0).sum())
         if k < SCALED_PASSES:
-            t = np.where(tv < 1.0, t * SHRINK * tv, t)
+            t_new = np.where(tv < 1.0, t * SHRINK * tv, t)
         elif k < MAX_PASSES - 1:
-            t = np.where(tv < 1.0, 0.0, t)
+            t_new = np.where(tv < 1.0, 0.0, t)
         else:
-            t[:] = 0.0   # never reached in practice; x itself is intersection free
+            t_new = np.zeros_like(t)   # never reached in practice; x itself is intersection free
+        changed = t_new != t
+        t = t_new
     return x.copy(), MAX_PASSES + 1, int(free.sum())
