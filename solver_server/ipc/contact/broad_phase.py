@@ -21,6 +21,9 @@ from .mesh import CollisionMesh
 from .threads import threads_for
 
 MAX_CELLS = 64
+CELL_FACTOR = 2.0  # cell size / the larger mean box extent: a box then covers 1-2 cells per axis. On the
+                   # 64^2 drape's Verlet list (boxes 2.5 edges wide) edge-edge queries took 29 ms at 2.0,
+                   # 40 ms at 1.0, 35 ms at 3.0; at a 1 mm query distance 8.0 ms at 2.0, 9.9 ms at 1.0
 
 
 @dataclass
@@ -193,7 +196,8 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
 @njit(cache=True, fastmath=False)
 def hash_grid(qlo, qhi, tlo, thi):
     """Uniform hash grid over the target boxes: (origin (3,), 1 / cell size, table size, bucket
-    starts, items, big targets). Cell size = the larger mean box extent of queries and targets."""
+    starts, items, big targets). Cell size = CELL_FACTOR times the larger mean box extent of queries
+    and targets."""
     nq = qlo.shape[0]
     nt = tlo.shape[0]
     origin = np.empty(3)
@@ -205,7 +209,7 @@ def hash_grid(qlo, qhi, tlo, thi):
     qext = 0.0
     for i in range(nq):
         qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
-    cell = max(ext / nt, qext / nq)
+    cell = CELL_FACTOR * max(ext / nt, qext / nq)
     if not cell > 0.0:
         cell = 1.0
     inv_cell = 1.0 / cell
