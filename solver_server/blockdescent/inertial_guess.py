@@ -11,15 +11,16 @@ lengths), so a sweep-only start moves falling cloth by ~0.2 edge lengths per det
 Here instead every free vertex i moves along the straight path x^n_i + tau t_i (y_i - x^n_i),
 tau in [0, 1], with per-vertex fractions t_i in [0, 1] chosen by additive CCD (ipc/contact/ccd.py,
 "Filter Line Search" in the book, per vertex instead of one global step): every pair of primitives
-whose swept boxes over the whole moves (all t_i = 1) meet is checked along those paths, and a pair
-that would lose more than 1 - ETA of its contact distance cuts the fractions of its four vertices
-to its time of impact (later passes: to 0). Changing some fractions changes the paths of the pairs
-around them, so the check runs again, on the pairs with a changed vertex (the others keep the path
-they had, on which they hit nothing), until one pass finds no impact; all fractions 0 (x^n itself,
-intersection free) always passes, so the loop ends, and what it returns is intersection free (a
-pair whose swept boxes do not meet cannot touch), with every checked pair's contact distance at
-least ETA times its value at x^n. A fraction only shortens a vertex's segment, so the first pass's
-candidate list holds every pair whose boxes meet in a later pass. Tets must keep VOLUME_KEEP of their volume
+whose swept boxes meet is checked along those paths, and a pair that would lose more than 1 - ETA
+of its contact distance cuts the fractions of its four vertices to its time of impact (later
+passes: to 0). Changing some fractions changes the paths of the pairs around them, so the check
+runs again until one pass finds no impact; all fractions 0 (x^n itself, intersection free) always
+passes, so the loop ends, and what it returns is intersection free (a pair whose swept boxes do not
+meet cannot touch), with the contact distance of every pair whose boxes meet at least ETA times its
+value at x^n. One broad phase serves all passes: a fraction only shortens a vertex's segment, so the
+first pass's candidates (whole moves) hold every pair whose boxes meet later; a later pass re-tests
+the boxes of the pairs with a changed vertex and skips the others, whose paths (and so their result,
+no impact) are those of the last pass. Tets must keep VOLUME_KEEP of their volume
 (sweep.py's rule), else their vertices stay too. The step's first detection then starts from this
 point, and the balls only have to hold the corrections the elastic and contact forces make.
 """
@@ -52,7 +53,8 @@ def _list_tois_range(k0, k1, x, p, pairs, mode, faces, edges, vertex_offset, fac
     ids = np.empty(4, dtype=np.int64)
     hits = 0
     for k in range(k0, k1):
-        off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
+        q, t = pairs[k, 0], pairs[k, 1]
+        off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
         if not (changed[ids[0]] or changed[ids[1]] or changed[ids[2]] or changed[ids[3]]):
             continue
         moving = False
@@ -63,6 +65,29 @@ def _list_tois_range(k0, k1, x, p, pairs, mode, faces, edges, vertex_offset, fac
                 if P[3 * i + a] != 0.0:
                     moving = True
         if not moving:
+            continue
+        # the pair's swept boxes at the current fractions must still meet (the broad phase's test)
+        na = 1 if mode == 0 else 2
+        pa = vertex_offset[q] if mode == 0 else edge_offset[q]
+        pb = face_offset[t] if mode == 0 else edge_offset[t]
+        meet = True
+        for a in range(3):
+            alo = np.inf
+            ahi = -np.inf
+            blo = np.inf
+            bhi = -np.inf
+            for i in range(4):
+                u0 = X0[3 * i + a]
+                u1 = u0 + P[3 * i + a]
+                if i < na:
+                    alo = min(alo, u0, u1)
+                    ahi = max(ahi, u0, u1)
+                else:
+                    blo = min(blo, u0, u1)
+                    bhi = max(bhi, u0, u1)
+            if not (alo - pa <= bhi + pb and blo - pb <= ahi + pa):
+                meet = False
+        if not meet:
             continue
         toi = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
         if toi < 1.0:
@@ -77,7 +102,7 @@ def _list_tois_range(k0, k1, x, p, pairs, mode, faces, edges, vertex_offset, fac
 def _list_tois(x, p, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta, changed, tv,
                n_threads):
     """For every stored broad-phase pair (rows (query, target), mode 0: vertex-face, 1: edge-edge)
-    with a vertex marked ``changed``, the ACCD time of impact of x + tau p, tau in [0, 1];
+    with a vertex marked ``changed`` whose swept boxes at the current paths meet, the ACCD time of impact of x + tau p, tau in [0, 1];
     tv[v] = min(tv[v], toi) for the pair's four vertices when toi < 1. Returns the number of such
     pairs. The pairs are split in chunks, each with its own copy of tv (a min-reduction, no races;
     n_threads is numba.get_num_threads() of the caller: read inside, it would keep the kernel out
