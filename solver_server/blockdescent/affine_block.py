@@ -163,7 +163,7 @@ def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
             for t in range(4):
                 e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
     e += _orth_energy(q, L[b], kV[b], a)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _, _) = CT
     fids = FR[0]
     bp_s, bp_k, bf_s, bf_k = BL
     for j in range(bp_s[b], bp_s[b + 1]):
@@ -194,7 +194,7 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, 
                 H[3 * s + c, 3 * t + c] += inv_h2 * mbar[b, s, t]
             g[3 * s + c] += inv_h2 * acc
     _orth_add(q, L[b], kV[b], a, g, H)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _, _) = CT
     fids, fcoef, fT = FR[0], FR[1], FR[2]
     bp_s, bp_k, bf_s, bf_k = BL
     gp = SC[0]

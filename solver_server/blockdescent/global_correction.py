@@ -33,7 +33,7 @@ from numba import njit, prange
 
 from .dihedral_cache import dihedrals_all
 from .sweep import VOLUME_KEEP, _ray_fraction, solid_terms, vertex_terms
-from .vertex_contact import contact_scratch
+from .vertex_contact import contact_scratch, moves_from_centre
 from .vertex_elastic import tet_volume_moving
 
 
@@ -92,6 +92,7 @@ def gradient_all(x, y, mass, inv_h2, free_idx, EL, SH, CT, FR, G):
     nf = free_idx.shape[0]
     nch = max(1, min(nf, 64))
     skip = np.zeros(x.shape[0], np.bool_)
+    moves_from_centre(x, CT[10], free_idx[:0], CT[11])     # the pairs' activity test reads them
     for ch in prange(nch):
         k0 = ch * nf // nch
         k1 = (ch + 1) * nf // nch

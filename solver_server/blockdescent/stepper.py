@@ -59,9 +59,11 @@ COLLIDER_CARRY = True  # before a detection, move keyframed colliders to their t
 def contact_tuple(det, n: int, dhat: float, kappa: float) -> tuple:
     """The sweep's barrier pairs CT of a detection: (ids, is_ee, off, epsx, vertex -> pair CSR
     start / pair / slot, dhat (m), kappa, s0 (K,) m contact distances at the detection, centre (n, 3) m
-    the detection point); s0 and the centre let a vertex skip a pair that cannot be active yet
-    (vertex_contact.barrier_vertex)."""
-    return (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, n), dhat, kappa, det.s0, det.center)
+    the detection point, D (n,) m each vertex's move from the centre, which the kernels keep current
+    (vertex_contact.moves_from_centre)); s0 and D let a vertex skip a pair that cannot be active yet
+    (vertex_contact.may_be_active)."""
+    return (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, n), dhat, kappa, det.s0, det.center,
+            np.zeros(n))
 
 
 class BlockDescentStepper:
@@ -134,7 +136,7 @@ class BlockDescentStepper:
         z4 = np.zeros((0, 4), np.int32)
         s0 = np.zeros(self.s.n + 1, np.int64)
         return (z4, np.zeros(0, np.uint8), np.zeros(0), np.zeros(0), s0, np.zeros(0, np.int32),
-                np.zeros(0, np.int32), dhat, kappa, np.zeros(0), np.zeros((self.s.n, 3)))
+                np.zeros(0, np.int32), dhat, kappa, np.zeros(0), np.zeros((self.s.n, 3)), np.zeros(self.s.n))
 
     def _friction_tuple(self, x_n: np.ndarray, eps: float, x_ref: Optional[np.ndarray] = None) -> tuple:
         """Lagged friction set up at x_n; slip measured from x_ref (default x_n; BDF-2: x_hat)."""

@@ -20,7 +20,7 @@ from numba import njit, prange
 
 from . import affine_block as _affine
 from .dihedral_cache import dihedrals_all, refresh_dihedrals, shell_vertex_cached
-from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex, may_be_active
+from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex, may_be_active, moves_from_centre
 from .vertex_elastic import bending_vertex, membrane_vertex, shell_vertex_scratch, rod_stretch_vertex, tet_vertex, tet_volume_moving
 
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
@@ -106,10 +106,10 @@ def _cloth_and_contact_terms(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, SC, ja
     for j in range(vh_s[v], vh_s[v + 1]):
         e = vh_e[j]
         shell_vertex_cached(e, vh_k[j], shl_K[e], shl_t0[e], slot_edge, slot_flip, th, gr, ok, g, H, ja)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc) = CT
+    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc, pD) = CT
     for j in range(vp_s[v], vp_s[v + 1]):
         k = vp_e[j]
-        if not may_be_active(x, pc, pids, pee, ps0, k, dhat):
+        if not may_be_active(pD, pids, pee, ps0, k, dhat):
             continue
         barrier_vertex(x, pids, pee, poff, peps, k, vp_k[j], dhat, kappa, g, H, SC)
     (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
@@ -153,6 +153,7 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, 
     checks of the assembled terms (tests); the sweep itself runs whole colours."""
     vs = np.full(1, v, np.int32)
     skip = np.zeros(x.shape[0], np.bool_)
+    moves_from_centre(x, CT[10], vs[:0], CT[11])
     G = np.empty((1, 3))
     HH = np.empty((1, 3, 3))
     vertex_terms(vs, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, SC, s5[0:3])
@@ -372,6 +373,7 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT
         for a in range(3):
             x[v, a] = newp[j, a]
     refresh_dihedrals(x, verts, SH[3], SH[4], SH[2], SH[5], SH[6], SH[7], parallel)
+    moves_from_centre(x, CT[10], verts, CT[11])
 
 
 @njit(cache=True, fastmath=False)
@@ -481,6 +483,8 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     conv = 0
     for it in range(max_sweeps):
         blocked = _move_colliders(x, target, group, n_groups, BD)
+        moves_from_centre(x, CT[10], col_verts[:0], CT[11])   # every vertex: colliders, bodies and the
+                                                               # acceleration moved some since the last sweep
         if blocked and since_detect >= 2:
             cut = cut_limit
             break

@@ -33,21 +33,32 @@ def contact_scratch():
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def may_be_active(x, center, ids, is_ee, s0, k, dhat):
+def may_be_active(D, ids, is_ee, s0, k, dhat):
     """False when pair k certainly has contact distance >= dhat at x (no barrier term): each side's
-    convex hull lies within the largest move of its vertices since the detection point ``center``
-    (Hausdorff distance), so s(x) >= s0_k - max_A |x_i - c_i| - max_B |x_j - c_j|. Costs four
-    displacement lengths instead of the pair's distance; most listed pairs are not in contact."""
-    mA = 0.0
-    mB = 0.0
-    for i in range(4):
-        v = ids[k, i]
-        d = math.sqrt((x[v, 0] - center[v, 0]) ** 2 + (x[v, 1] - center[v, 1]) ** 2 + (x[v, 2] - center[v, 2]) ** 2)
-        if i == 0 or (i == 1 and is_ee[k]):
-            mA = max(mA, d)
-        else:
-            mB = max(mB, d)
+    convex hull lies within the largest move of its vertices since the detection point (Hausdorff
+    distance), so s(x) >= s0_k - max_A D_i - max_B D_j, with D (n,) the vertices' move lengths
+    |x_i - centre_i| (m), kept current by the caller (moves_from_centre). Four loads instead of the
+    pair's distance; most listed pairs are not in contact."""
+    if is_ee[k]:
+        mA = max(D[ids[k, 0]], D[ids[k, 1]])
+        mB = max(D[ids[k, 2]], D[ids[k, 3]])
+    else:
+        mA = D[ids[k, 0]]
+        mB = max(D[ids[k, 1]], D[ids[k, 2]], D[ids[k, 3]])
     return s0[k] - mA - mB < dhat
+
+
+@njit(cache=True, fastmath=False)
+def moves_from_centre(x, centre, verts, D):
+    """D[v] = |x_v - centre_v| (m) for v in verts (all vertices when verts is empty)."""
+    if verts.shape[0] == 0:
+        for v in range(x.shape[0]):
+            D[v] = math.sqrt((x[v, 0] - centre[v, 0]) ** 2 + (x[v, 1] - centre[v, 1]) ** 2
+                             + (x[v, 2] - centre[v, 2]) ** 2)
+        return
+    for j in range(verts.shape[0]):
+        v = verts[j]
+        D[v] = math.sqrt((x[v, 0] - centre[v, 0]) ** 2 + (x[v, 1] - centre[v, 1]) ** 2 + (x[v, 2] - centre[v, 2]) ** 2)
 
 
 @njit(cache=True, fastmath=False)

@@ -257,7 +257,7 @@ def test_may_be_active_never_skips_a_pair_in_contact():
     """vertex_contact.may_be_active skips a pair only when s(x) >= dhat is certain: random
     point-triangle and edge-edge pairs, random moves of their vertices from the detection point, the
     exact distance after the move checked for every skipped pair; and it does skip most far pairs."""
-    from solver_server.blockdescent.vertex_contact import may_be_active
+    from solver_server.blockdescent.vertex_contact import may_be_active, moves_from_centre
     rng = np.random.default_rng(7)
     dhat = 0.01
     skipped = tight = 0
@@ -269,8 +269,37 @@ def test_may_be_active_never_skips_a_pair_in_contact():
         scale = rng.choice([0.001, 0.01, 0.05])
         x = c + rng.normal(0.0, scale, (4, 3)) * rng.uniform(0, 1, (4, 1))
         s = contact_distances(x, ids, is_ee, np.zeros(1))[0]
-        if not may_be_active(x, c, ids, is_ee, s0, 0, dhat):
+        D = np.empty(4)
+        moves_from_centre(x, c, np.zeros(0, np.int32), D)
+        if not may_be_active(D, ids, is_ee, s0, 0, dhat):
             skipped += 1
             assert s >= dhat, (trial, s, s0)
             tight += s < 2 * dhat
     assert skipped > 1000 and tight > 0, (skipped, tight)
+
+
+def test_sweeps_keep_the_move_lengths_current(monkeypatch):
+    """may_be_active reads each vertex's move from the detection point from CT's cache D, which the
+    sweep updates after every colour and at every sweep's start (colliders, bodies and the
+    acceleration move vertices outside the colours), and gradient_all at its entry. After every batch
+    of sweeps of a cloth dropped on a sphere (contact on), D equals |x - centre| for every vertex:
+    a stale D could skip a barrier term that is active."""
+    import solver_server.blockdescent.stepper as stp
+    from protocol.scene import Body
+    from solver_server.scene.primitives import icosphere
+    from .bd_scenes import cloth, fast_backend, fast_scene
+    S, ST = icosphere(0.25, subdivisions=2)
+    b = fast_backend(fast_scene(cloth(10, 0.27), Body("sphere", "collider", S, ST), frame_end=6))
+    seen = []
+    real = stp.run_sweeps
+
+    def checked(*a):
+        real(*a)
+        x, CT = a[1], a[12]
+        if len(CT[0]):
+            seen.append(float(np.abs(CT[11] - np.linalg.norm(x - CT[10], axis=1)).max()))
+    monkeypatch.setattr(stp, "run_sweeps", checked)
+    for _ in range(4):
+        b.advance()
+    assert len(seen) > 10
+    assert max(seen) == 0.0, max(seen)
