@@ -166,13 +166,19 @@ def block_on_cloth():
 
 def test_heavy_block_on_cloth_1_to_1000(block_on_cloth):
     """Intersection free and rigid every frame (Run checks both), and the cloth stays between block and
-    ground."""
+    ground: every cloth vertex under the block's bottom face (1 cm inside its edges; the block rocks
+    and drifts by 1-2 cm, see the xfail below) is below that face's plane."""
     run, n = block_on_cloth
     x = run.x
-    block_bottom = x[n:n + 8, 2].min()
-    under = np.abs(x[:n, :2]).max(axis=1) < 0.09
+    corners = x[n:n + 8]
+    bottom = corners[np.argsort(corners[:, 2])[:4]]
+    down = np.cross(bottom[1] - bottom[0], bottom[2] - bottom[0])
+    down = down / np.linalg.norm(down) * -np.sign(down[2])
+    lo, hi = bottom[:, :2].min(0), bottom[:, :2].max(0)
+    under = ((x[:n, :2] > lo + 0.01) & (x[:n, :2] < hi - 0.01)).all(1)
     assert x[:n, 2].min() > 0.0
-    assert (x[:n][under, 2] < block_bottom).all()
+    assert under.sum() >= 9
+    assert ((x[:n][under] - bottom[0]) @ down > 0.0).all()
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -216,11 +222,14 @@ def test_stiff_box_falls_onto_cloth_over_soft_cube():
 def test_cloth_over_a_falling_stiff_box_landing_on_a_soft_cube():
     """The issue's arrangement in Fast: a cloth sheet 4 cm above a stiff box that falls 4 cm onto a soft
     FEM cube; the box lands, the cloth falls onto it and drapes over its sides. Zero intersections and a
-    rigid box every frame (Run). After 0.5 s: the box rests on the cube (its bottom above the cube's top
-    under its footprint, within a few contact gaps: 1.4 kg on a 50 kPa cube indents it ~1 mm); on every
-    frame the cloth over the box's top face is on the outer side of that face's plane, and on some frame
-    it touches it (within 2 mm: cloth offset 0.5 mm + gap < 1 mm; the coarse sheet keeps flapping by
-    mm to cm afterwards); the sheet hangs past the box's sides (its lowest vertex below the box's bottom)."""
+    rigid box every frame (Run). After 16 frames (0.67 s): the box rests on the cube (its bottom above the
+    cube's top under its footprint, within a few contact gaps: 1.4 kg on a 50 kPa cube indents it ~1 mm);
+    on every frame the cloth over the box's top face is on the outer side of that face's plane, and on
+    some frame it touches it (within 2 mm: cloth offset 0.5 mm + gap < 1 mm); the sheet hangs past the
+    box's sides (its lowest vertex below the box's bottom). The coarse sheet lands on the top, flaps by
+    mm to cm, and settles: nearest per frame at 17fd160, mm: 40 40 2.4 11 9.6 8.1 8.8 14 2.8 7.7 7.1 4.3
+    1.4 1.4 1.5 1.5 (1.4-1.9 through frame 24); an earlier trajectory touched at frame 6 (1.8 mm), so
+    12 frames, this test's earlier window, was a matter of luck."""
     Vs, Ts = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 0.101), divisions=2)
     soft = Body("soft", "solid", Vs, Ts, material=Material(density=500.0, youngs_modulus=5e4, friction=0.3))
     stiff = stiff_box("crate", (0.12, 0.12, 0.12), (0.0, 0.0, 0.3), density=800.0)
@@ -228,10 +237,10 @@ def test_cloth_over_a_falling_stiff_box_landing_on_a_soft_cube():
     Vc, Tc, Ec = grid_sheet((0.5, 0.5), (16, 16), center=(0.0, 0.0, 0.4))
     cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
                                                                 bending_stiffness=1e-6, friction=0.3))
-    run = Run(fast(soft, stiff, cloth, ground(), frame_end=13))
+    run = Run(fast(soft, stiff, cloth, ground(), frame_end=17))
     blk_soft, blk_crate, blk_cloth = run.s.blocks[:3]
     closest = []                                             # per frame: cloth over the top, nearest to it
-    for _ in range(12):
+    for _ in range(16):
         run.advance(1)
         x = run.x
         crate = x[blk_crate.offset:blk_crate.offset + 8]
