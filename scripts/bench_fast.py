@@ -61,9 +61,14 @@ def run_clearance(n: int, frames: int, quality: str) -> dict:
 def run(sizes, frames: int, accurate_size: int, blender: bool = True) -> dict:
     out = {"fast": [], "blender": [], "compare": None}
     for n in sizes:
-        out["fast"].append(run_clearance(n, frames, "fast"))
+        r = run_clearance(n, frames, "fast")
+        out["fast"].append(r)
+        _log(f"{n}^2 Fast: {r['seconds_per_frame']:.3f} s/frame, {r['max_intersections']} intersections at most")
         if blender:
-            out["blender"].append(run_blender_drape(n, frames))
+            b = run_blender_drape(n, frames)
+            out["blender"].append(b)
+            _log(f"{n}^2 Blender: {b['seconds_per_frame']:.3f} s/frame, {b['max_intersections']} intersections at most "
+                 f"(Fast / Blender {r['seconds_per_frame'] / b['seconds_per_frame']:.2f}x)")
     if accurate_size:
         fa = next((r for r in out["fast"] if r["n"] == accurate_size), None) or run_clearance(accurate_size, frames, "fast")
         ac = run_clearance(accurate_size, frames, "accurate")
