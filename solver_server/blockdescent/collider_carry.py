@@ -57,7 +57,7 @@ from numba import njit
 
 from solver_server.ipc.contact.barrier_pair import pair_stencil_local
 from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
-from solver_server.ipc.contact.ccd import _dist2, accd_pair, pair_of
+from solver_server.ipc.contact.ccd import _dist2, accd_pair, gather_motion, pair_of
 from solver_server.ipc.contact.distance import stencil_closest
 
 ETA = 0.5          # a pair keeps at least this fraction of its contact distance along the push
@@ -102,14 +102,7 @@ def _push_pairs(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
                                faces, edges, vbody, self_contact, static, buf)
         for jt in range(n):
             off = pair_of(mode, q, buf[jt], faces, edges, vertex_offset, face_offset, edge_offset, ids)
-            moving = False
-            for i in range(4):
-                for a in range(3):
-                    X0[3 * i + a] = x[ids[i], a]
-                    P[3 * i + a] = p[ids[i], a]
-                    if P[3 * i + a] != 0.0:
-                        moving = True
-            if not moving:
+            if not gather_motion(x, p, ids, X0, P):
                 continue
             # keep >= min(eta s0, keep) of the pair's contact distance s0: a far pair (the sheet's own
             # in-plane neighbours, another layer cm away) may come closer, down to ``keep``

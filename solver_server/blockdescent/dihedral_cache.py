@@ -26,6 +26,7 @@ from numba import njit, prange
 
 from solver_server.ipc.shell_bending import _dihedral
 from .incidence import incidence
+from .vertex_elastic import add_sym3
 
 
 def dihedral_table(shells: np.ndarray, n_verts: int) -> Tuple[np.ndarray, ...]:
@@ -149,18 +150,7 @@ def shell_vertex_cached(i, a, K, th0, slot_edge, slot_flip, th, gr, ok, g, H, ja
         g[0] += rj * j0
         g[1] += rj * j1
         g[2] += rj * j2
-        H[0, 0] += kjj * j0 * j0
-        H[1, 1] += kjj * j1 * j1
-        H[2, 2] += kjj * j2 * j2
-        h01 = kjj * j0 * j1
-        h02 = kjj * j0 * j2
-        h12 = kjj * j1 * j2
-        H[0, 1] += h01
-        H[1, 0] += h01
-        H[0, 2] += h02
-        H[2, 0] += h02
-        H[1, 2] += h12
-        H[2, 1] += h12
+        add_sym3(H, kjj * j0 * j0, kjj * j1 * j1, kjj * j2 * j2, kjj * j0 * j1, kjj * j0 * j2, kjj * j1 * j2)
         return
     r0 = K[0, 0] * d0 + K[0, 1] * d1 + K[0, 2] * d2 if p0 else 0.0
     r1 = K[1, 0] * d0 + K[1, 1] * d1 + K[1, 2] * d2 if p1 else 0.0
@@ -196,12 +186,4 @@ def shell_vertex_cached(i, a, K, th0, slot_edge, slot_flip, th, gr, ok, g, H, ja
     h01 = ja[0, 0] * kj01 + ja[1, 0] * kj11 + ja[2, 0] * kj21
     h02 = ja[0, 0] * kj02 + ja[1, 0] * kj12 + ja[2, 0] * kj22
     h12 = ja[0, 1] * kj02 + ja[1, 1] * kj12 + ja[2, 1] * kj22
-    H[0, 0] += h00
-    H[1, 1] += h11
-    H[2, 2] += h22
-    H[0, 1] += h01
-    H[1, 0] += h01
-    H[0, 2] += h02
-    H[2, 0] += h02
-    H[1, 2] += h12
-    H[2, 1] += h12
+    add_sym3(H, h00, h11, h22, h01, h02, h12)

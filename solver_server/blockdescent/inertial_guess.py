@@ -33,7 +33,7 @@ import numba
 from numba import njit, prange
 
 from solver_server.ipc.contact.broad_phase import _box_pairs, _boxes
-from solver_server.ipc.contact.ccd import accd_pair, pair_of
+from solver_server.ipc.contact.ccd import accd_pair, gather_motion, pair_of
 from .sweep import VOLUME_KEEP
 from .vertex_elastic import tet_volume_moving
 
@@ -57,14 +57,7 @@ def _list_tois_range(k0, k1, x, p, pairs, mode, faces, edges, vertex_offset, fac
         off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
         if not (changed[ids[0]] or changed[ids[1]] or changed[ids[2]] or changed[ids[3]]):
             continue
-        moving = False
-        for i in range(4):
-            for a in range(3):
-                X0[3 * i + a] = x[ids[i], a]
-                P[3 * i + a] = p[ids[i], a]
-                if P[3 * i + a] != 0.0:
-                    moving = True
-        if not moving:
+        if not gather_motion(x, p, ids, X0, P):
             continue
         # the pair's swept boxes at the current fractions must still meet (the broad phase's test)
         na = 1 if mode == 0 else 2

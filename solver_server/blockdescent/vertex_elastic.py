@@ -26,6 +26,20 @@ from solver_server.ipc.isotropic_models import psi_sigma
 from solver_server.ipc.shell_bending import shell_vertex
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def add_sym3(H, h00, h11, h22, h01, h02, h12):
+    """H (3, 3) += the symmetric matrix with diagonal (h00, h11, h22) and off-diagonal h01, h02, h12."""
+    H[0, 0] += h00
+    H[1, 1] += h11
+    H[2, 2] += h22
+    H[0, 1] += h01
+    H[1, 0] += h01
+    H[0, 2] += h02
+    H[2, 0] += h02
+    H[1, 2] += h12
+    H[2, 1] += h12
+
+
 @njit(cache=True, fastmath=False)
 def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
     """StVK membrane of one triangle (book "Thin shells"): w = area * thickness (m^3), mu, lam Pa.
@@ -72,18 +86,9 @@ def membrane_vertex(x, tri, Dm, w, mu, lam, a, g, H, clamp):
     wq = w * q
     wm = w * mu * nn
     wl = w * ml
-    H[0, 0] += wl * ux * ux + wm * (f0x * f0x + f1x * f1x) + wq
-    H[1, 1] += wl * uy * uy + wm * (f0y * f0y + f1y * f1y) + wq
-    H[2, 2] += wl * uz * uz + wm * (f0z * f0z + f1z * f1z) + wq
-    hxy = wl * ux * uy + wm * (f0x * f0y + f1x * f1y)
-    hxz = wl * ux * uz + wm * (f0x * f0z + f1x * f1z)
-    hyz = wl * uy * uz + wm * (f0y * f0z + f1y * f1z)
-    H[0, 1] += hxy
-    H[1, 0] += hxy
-    H[0, 2] += hxz
-    H[2, 0] += hxz
-    H[1, 2] += hyz
-    H[2, 1] += hyz
+    add_sym3(H, wl * ux * ux + wm * (f0x * f0x + f1x * f1x) + wq, wl * uy * uy + wm * (f0y * f0y + f1y * f1y) + wq,
+             wl * uz * uz + wm * (f0z * f0z + f1z * f1z) + wq, wl * ux * uy + wm * (f0x * f0y + f1x * f1y),
+             wl * ux * uz + wm * (f0x * f0z + f1x * f1z), wl * uy * uz + wm * (f0y * f0z + f1y * f1z))
 
 
 @njit(cache=True, fastmath=False)

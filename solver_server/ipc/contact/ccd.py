@@ -123,6 +123,20 @@ def _accd_batch(X0, X1, is_ee, offset, eta, tmax, max_iter):
 
 
 @njit(cache=True, fastmath=False, inline="always")
+def gather_motion(x, p, ids, X0, P):
+    """X0 (12,) = the start positions x of the pair's vertices ids (4,), P (12,) their moves p;
+    returns False when none of them moves."""
+    moving = False
+    for i in range(4):
+        for a in range(3):
+            X0[3 * i + a] = x[ids[i], a]
+            P[3 * i + a] = p[ids[i], a]
+            if P[3 * i + a] != 0.0:
+                moving = True
+    return moving
+
+
+@njit(cache=True, fastmath=False, inline="always")
 def pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids):
     """Vertices of the broad-phase pair (query q, target t) into ids (4,) (mode 0: vertex q and face t,
     1: edges q and t); returns the pair's summed contact offset (m)."""
