@@ -56,7 +56,7 @@ import numpy as np
 from numba import njit
 
 from solver_server.ipc.contact.barrier_pair import pair_stencil_local
-from solver_server.ipc.contact.broad_phase import _boxes, _query_targets, hash_grid
+from solver_server.ipc.contact.broad_phase import _boxes, hash_grid, query_grown
 from solver_server.ipc.contact.ccd import _dist2, accd_pair, gather_motion, pair_of
 from solver_server.ipc.contact.distance import stencil_closest
 
@@ -94,12 +94,8 @@ def _push_pairs(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
     a_end = 2 if is_ee else 1
     hits = 0
     for q in range(nq):
-        n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                           faces, edges, vbody, self_contact, static, buf)
-        if n > buf.shape[0]:
-            buf = np.empty(2 * n, dtype=np.int64)
-            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                               faces, edges, vbody, self_contact, static, buf)
+        n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                             faces, edges, vbody, self_contact, static, buf)
         for jt in range(n):
             off = pair_of(mode, q, buf[jt], faces, edges, vertex_offset, face_offset, edge_offset, ids)
             if not gather_motion(x, p, ids, X0, P):

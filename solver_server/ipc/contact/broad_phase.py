@@ -194,6 +194,20 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
 
 
 @njit(cache=True, fastmath=False)
+def query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                vbody, self_contact, static, buf):
+    """_query_targets of query q into buf, replaced by one twice the count when it was too small:
+    returns (count, buf)."""
+    n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                       vbody, self_contact, static, buf)
+    if n > buf.shape[0]:
+        buf = np.empty(2 * n, dtype=np.int64)
+        n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                           edges, vbody, self_contact, static, buf)
+    return n, buf
+
+
+@njit(cache=True, fastmath=False)
 def hash_grid(qlo, qhi, tlo, thi):
     """Uniform hash grid over the target boxes: (origin (3,), 1 / cell size, table size, bucket
     starts, items, big targets). Cell size = CELL_FACTOR times the larger mean box extent of queries
@@ -238,12 +252,8 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         buf = np.empty(64, dtype=np.int64)
         m = 0
         for q in range(nq):
-            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                               edges, vbody, self_contact, static, buf)
-            if n > buf.shape[0]:
-                buf = np.empty(2 * n, dtype=np.int64)
-                _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                               edges, vbody, self_contact, static, buf)
+            n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                                 edges, vbody, self_contact, static, buf)
             if m + n > out.shape[0]:
                 grown = np.empty((2 * (m + n), 2), dtype=np.int32)
                 grown[:m] = out[:m]

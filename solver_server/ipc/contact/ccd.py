@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .broad_phase import _boxes, _query_targets, hash_grid
+from .broad_phase import _boxes, hash_grid, query_grown
 from .distance import point_triangle_stencil, edge_edge_stencil
 from .mesh import CollisionMesh
 from .threads import threads_for
@@ -178,12 +178,8 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
         P = np.empty(12)
         ids = np.empty(4, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                               faces, edges, vbody, self_contact, static, buf)
-            if n > buf.shape[0]:
-                buf = np.empty(2 * n, dtype=np.int64)
-                n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                                   faces, edges, vbody, self_contact, static, buf)
+            n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                 faces, edges, vbody, self_contact, static, buf)
             for jt in range(n):
                 t = buf[jt]
                 off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
