@@ -11,7 +11,8 @@ from __future__ import annotations
 import bpy
 from bpy.props import EnumProperty, FloatProperty, StringProperty
 
-ADDON_ID = __package__
+from . import solver_launch
+from .addon_prefs import ADDON_ID, get  # noqa: F401  (get: the preferences, for the other modules)
 
 
 class ClearancePreferences(bpy.types.AddonPreferences):
@@ -80,7 +81,6 @@ def draw_install_status(layout, prefs: "ClearancePreferences", width: int, full:
     """Where the local server's solver comes from and Install Solver, drawn in these preferences
     (``full``: in a box, with the running install's progress and Cancel, and Reinstall) and in the
     Server panel (compact)."""
-    from . import solver_launch   # imported here: solver_launch imports this module
     icon, text = solver_launch.describe(prefs)
     col = layout.box() if full else layout.column()
     for i, line in enumerate(wrap_lines(text, width)):
@@ -98,13 +98,6 @@ def draw_install_status(layout, prefs: "ClearancePreferences", width: int, full:
     row.operator("clearance.install_solver", icon="IMPORT")
     if full:
         row.operator("clearance.install_solver", text="Reinstall", icon="FILE_REFRESH").reinstall = True
-
-
-def get(context=None) -> "ClearancePreferences | None":
-    """These preferences, or None when the add-on is imported without being enabled."""
-    context = context or bpy.context
-    addon = context.preferences.addons.get(ADDON_ID)
-    return addon.preferences if addon else None
 
 
 def register() -> None:

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import bpy
 
-from . import preferences, solver_deps
+from . import addon_prefs, solver_deps
 from .solver_setup import DONE, RUNNING, Launch, SolverSetup, has_modules
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -46,7 +46,7 @@ def source_dir() -> Optional[str]:
 def user_dir() -> str:
     """The extension's user folder (created), where the solver's dependencies and kernels go."""
     try:
-        return bpy.utils.extension_path_user(preferences.ADDON_ID, create=True)
+        return bpy.utils.extension_path_user(addon_prefs.ADDON_ID, create=True)
     except (ValueError, KeyError, TypeError):   # enabled as a legacy add-on, not an extension
         return bpy.utils.user_resource("SCRIPTS", path=os.path.join("clearance_user"), create=True)
 
@@ -69,7 +69,7 @@ def probe_in_background() -> None:
 
 def resolve(prefs=None) -> Launch:
     """The Launch of the local server under these preferences (see the module docstring)."""
-    prefs = prefs or preferences.get()
+    prefs = prefs or addon_prefs.get()
     src = source_dir()
     paths = [src] if src else []
     override = bpy.path.abspath(prefs.python_executable) if prefs and prefs.python_executable else ""

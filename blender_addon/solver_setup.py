@@ -7,7 +7,7 @@ the state folder of its kernel cache. :class:`SolverSetup` runs, in a background
 that make a Launch ready, each a subprocess whose output lines become progress:
 
 1. ``pip install --target`` of the dependencies (:mod:`solver_deps`), only when the Launch needs them;
-2. ``python -m solver_server.warmup --if-cold``: compile the kernels ahead (a no-op once done).
+2. ``python -m solver_server.runtime.warmup --if-cold``: compile the kernels ahead (a no-op once done).
 
 The panel polls it (:meth:`SolverSetup.poll` fields ``fraction``, ``message``); ``blender -b`` calls
 :meth:`SolverSetup.run`, which blocks and prints each new status line. Plain Python, no bpy.
@@ -222,7 +222,7 @@ class SolverSetup:
                 done, total = int(m.group(1)), int(m.group(2) or 0)
                 self._set(min(done / total, 0.99) if total else 0.5, line[m.start():])
 
-        code, output = self._stream([self.launch.python, "-m", "solver_server.warmup", "--if-cold"],
+        code, output = self._stream([self.launch.python, "-m", "solver_server.runtime.warmup", "--if-cold"],
                                     self.launch.env(), on_line)
         if code != 0:
             tail = " | ".join(x for x in output.splitlines()[-6:] if x.strip())

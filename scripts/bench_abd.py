@@ -19,7 +19,7 @@ load and is reported apart), the exact edge-triangle intersection count on every
 (contact/intersection.py, on Bullet's result too), and the deepest penetration: for Bullet the
 largest overlap of any two cubes (separating-axis depth of the two oriented boxes) or of a cube below
 the ground; for Clearance the same measure (0 when the surfaces never cross). Also the time of the
-start-frame exact intersection check (IPCBackend._check_initial) on the scene.
+start-frame exact intersection check (MeshBackend._check_initial) on the scene.
 Blender: collision shape Box (the shape an artist picks for a cube; Bullet then ignores the 1,016
 vertices), default world (10 substeps, 10 solver iterations), its point cache filled frame by frame
 with scene.frame_set, timed the same way.
@@ -37,11 +37,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
-from solver_server.ipc.integrator import TimeStepper  # noqa: E402
-from solver_server.ipc.system import build_system  # noqa: E402
-from solver_server.ipc.contact import count_intersections, edges_from_faces  # noqa: E402
-from solver_server.scene.primitives import box, grid_sheet  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.solvers.newton.integrator import TimeStepper  # noqa: E402
+from solver_server.model.system import build_system  # noqa: E402
+from solver_server.contact import count_intersections, edges_from_faces  # noqa: E402
+from solver_server.model.primitives import box, grid_sheet  # noqa: E402
 
 SIZE = 0.1  # m, cube edge
 
@@ -124,12 +124,12 @@ def _frames_of(x: np.ndarray, n: int, nv: int, V0c: np.ndarray) -> tuple:
     return cs, Rs, zmin
 
 
-def _as_stiff_fem(b: IPCBackend, sc: Scene) -> None:
+def _as_stiff_fem(b: MeshBackend, sc: Scene) -> None:
     """Rebuild backend b with the stiff role as stiff FEM solids (tetrahedralised, E >= 1e8 Pa) and the
-    scene's solver, set up as IPCBackend.__init__ does: the path every stiff object took before affine
+    scene's solver, set up as MeshBackend.__init__ does: the path every stiff object took before affine
     bodies (Accurate: Newton; Fast: vertex block descent with FAST_SUBSTEPS steps per frame)."""
-    from solver_server.backends.ipc_backend import FAST_SUBSTEPS, FAST_SWEEPS, _choose_threads
-    from solver_server.ipc.contact_bridge import ContactTerms
+    from solver_server.backends.mesh_backend import FAST_SUBSTEPS, FAST_SWEEPS, _choose_threads
+    from solver_server.contact.terms import ContactTerms
     st = sc.settings
     b.system = build_system(sc, affine=False)
     fast = b.quality == "fast"
@@ -137,7 +137,7 @@ def _as_stiff_fem(b: IPCBackend, sc: Scene) -> None:
     ct = ContactTerms(b.system, st.contact_gap)
     b.contact = ct
     if fast:
-        from solver_server.blockdescent.stepper import BlockDescentStepper
+        from solver_server.solvers.block_descent.stepper import BlockDescentStepper
         h = st.dt / FAST_SUBSTEPS
         ct.kappa = b._initial_kappa(ct, h)
         b.stepper = BlockDescentStepper(b.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct)
@@ -152,7 +152,7 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False, on_frame=None) -> d
     label = f"stiff FEM ({q.capitalize()})" if fem else f"ABD {q}"
     _log(f"Clearance {label}: building (includes the start-frame exact intersection check)")
     t0 = time.perf_counter()
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     if fem:
         _as_stiff_fem(b, sc)
     build = time.perf_counter() - t0

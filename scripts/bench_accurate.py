@@ -32,8 +32,9 @@ for p in (ROOT, os.path.join(ROOT, "scripts")):
         sys.path.insert(0, p)
 
 from bench_ipc import drape_scene  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
-from solver_server.ipc import contact_bridge, integrator, linear_solve, newton  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.contact import terms as contact_bridge
+from solver_server.solvers.newton import integrator, linear_solve, newton  # noqa: E402
 
 CONFIGS = {
     "before": dict(stop_rule="step+rms", friction_updates=1, cholmod=False),
@@ -62,7 +63,7 @@ def run_config(name: str, n: int, last_frame: int, scene_frames: int = 48) -> di
     integrator.FRICTION_UPDATES = cfg["friction_updates"]
     linear_solve.HAVE_CHOLMOD = cfg["cholmod"]
     try:
-        b = IPCBackend(drape_scene(n, scene_frames))
+        b = MeshBackend(drape_scene(n, scene_frames))
         b.advance()  # frame 1 (JIT): not timed
         rows = []
         for f in range(2, last_frame + 1):

@@ -12,7 +12,7 @@ Reported: wall time of the whole process (start, compile, bake, write) and the k
 compiled (counted from the ``compiling solver kernels N`` progress lines the bake prints).
 
 Compile ahead (``--warmup``, also part of the full run): with an empty cache, ``python -m
-solver_server.warmup`` (what the add-on runs right after installing the solver and before starting
+solver_server.runtime.warmup`` (what the add-on runs right after installing the solver and before starting
 a server with a cold cache), then the same warm-up with ``--if-cold`` (what every later server start
 pays), then the Fast box bake: how long the artist's first bake takes once the warm-up ran.
 
@@ -67,8 +67,8 @@ def bake_once(scene_path: str, out: str, env: dict) -> tuple:
 
 
 def warmup_once(env: dict, *extra: str) -> tuple:
-    """(wall s, CPU s, kernels compiled) of one ``python -m solver_server.warmup`` process."""
-    dt, cpu, out_text = timed([sys.executable, "-m", "solver_server.warmup", *extra], env)
+    """(wall s, CPU s, kernels compiled) of one ``python -m solver_server.runtime.warmup`` process."""
+    dt, cpu, out_text = timed([sys.executable, "-m", "solver_server.runtime.warmup", *extra], env)
     return dt, cpu, _kernels(out_text)
 
 
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         for quality, run, dt, cpu, n in rows:
             print(f"| {quality} | {run} | {dt:.1f} | {cpu:.1f} | {n} |")
         print()
-    print("Compile ahead: `python -m solver_server.warmup` (a soft box and a cloth sheet landing on a floor, "
+    print("Compile ahead: `python -m solver_server.runtime.warmup` (a soft box and a cloth sheet landing on a floor, "
           "Fast, 3 frames) from an empty cache, as the add-on runs it after installing the solver; then again with "
           "`--if-cold`, as before every server start; then the Fast box bake above, the artist's first bake.\n")
     print("| step | wall time (s) | CPU time (s) | kernels compiled |")

@@ -26,7 +26,7 @@ for p in (ROOT, os.path.join(ROOT, "scripts")):
         sys.path.insert(0, p)
 
 from bench_ipc import drape_scene, run_blender_drape  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
 
 
 def _log(msg: str) -> None:
@@ -36,7 +36,7 @@ def _log(msg: str) -> None:
 def run_clearance(n: int, frames: int, quality: str) -> dict:
     """Bake the drape with one solver quality; per-frame seconds and exact intersection counts."""
     _log(f"Clearance {quality} drape {n}x{n}, {frames} frames")
-    b = IPCBackend(drape_scene(n, frames, quality))
+    b = MeshBackend(drape_scene(n, frames, quality))
     t0 = time.perf_counter()
     b.advance()  # includes JIT compilation or cache load: reported, not in the per-frame figure
     first = time.perf_counter() - t0

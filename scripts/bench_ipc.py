@@ -26,8 +26,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
-from solver_server.scene.primitives import box, grid_sheet, icosphere  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.model.primitives import box, grid_sheet, icosphere  # noqa: E402
 
 
 def drape_scene(n: int, frames: int, quality: str = "accurate") -> Scene:
@@ -48,7 +48,7 @@ def run_drape(n: int, frames: int, linear_solver: str = "direct") -> dict:
     _log(f"drape {n}x{n}, {frames} frames, {linear_solver}")
     sc = drape_scene(n, frames)
     t0 = time.perf_counter()
-    b = IPCBackend(sc, linear_solver=linear_solver)
+    b = MeshBackend(sc, linear_solver=linear_solver)
     b.advance()  # first frame includes JIT compilation: not timed
     build = time.perf_counter() - t0
     secs, its, cts, inter = [], [], [], 0
@@ -68,8 +68,8 @@ def run_blender_drape(n: int, frames: int) -> dict:
     """Blender's cloth on the same grid and sphere; seconds per frame and our intersection count."""
     _log(f"Blender cloth {n}x{n}, {frames} frames")
     import bpy
-    from solver_server.ipc.contact.intersection import count_intersections
-    from solver_server.ipc.contact.mesh import edges_from_faces
+    from solver_server.contact.intersection import count_intersections
+    from solver_server.contact.mesh import edges_from_faces
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scn = bpy.context.scene
     V, T, _ = grid_sheet((1.0, 1.0), (n, n), center=(0, 0, 0.3))
@@ -126,7 +126,7 @@ def run_stack(frames: int, div: int = 4, spacing: float = 0.2 / 4.5) -> dict:
     G, GT, _ = grid_sheet((3.0, 3.0), (2, 2))
     bodies.append(Body("ground", "collider", G, GT, material=Material(friction=0.3)))
     sc = Scene(Settings(frame_end=frames + 1, solver_quality="accurate"), tuple(bodies))
-    b = IPCBackend(sc, tet_spacing={b.name: spacing for b in bodies})
+    b = MeshBackend(sc, tet_spacing={b.name: spacing for b in bodies})
     b.advance()
     secs, its = [], []
     for _ in range(frames - 1):

@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from solver_server.ipc.contact import (CollisionMesh, edges_from_faces, find_candidates, find_candidates_ccd,  # noqa: E402
+from solver_server.contact import (CollisionMesh, edges_from_faces, find_candidates, find_candidates_ccd,  # noqa: E402
                                        point_triangle_dist2_batch, edge_edge_dist2_batch, point_triangle_ccd_batch,
                                        edge_edge_ccd_batch, max_step_size, barrier_energy, barrier_gradient,
                                        barrier_hessian, barrier_derivatives, count_active)
-from solver_server.ipc.contact.threads import machine_has_idle_core  # noqa: E402
+from solver_server.threads import machine_has_idle_core  # noqa: E402
 
 
 def _sheets(n: int, gap: float = 0.004):

@@ -23,11 +23,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from solver_server.mpm import materials  # noqa: E402
-from solver_server.mpm.grid import GridSpec  # noqa: E402
-from solver_server.mpm.memory import BYTES_PER_PARTICLE  # noqa: E402
-from solver_server.mpm.solver import MPMSolver  # noqa: E402
-from solver_server.mpm.timestep import max_dt  # noqa: E402
+from solver_server.solvers.mpm import materials  # noqa: E402
+from solver_server.solvers.mpm.grid import GridSpec  # noqa: E402
+from solver_server.solvers.mpm.memory import BYTES_PER_PARTICLE  # noqa: E402
+from solver_server.solvers.mpm.solver import MPMSolver  # noqa: E402
+from solver_server.solvers.mpm.timestep import max_dt  # noqa: E402
 
 GRAVITY = (0.0, 0.0, -9.81)
 

@@ -45,12 +45,12 @@ def cantilever(cells, quadratic, nu, mixed=True, E=1.0e6, L=1.0, H=0.1):
 
 def drop(element, frames):
     from protocol.scene import Body, Material, Scene, Settings
-    from solver_server.backends.ipc_backend import IPCBackend
-    from solver_server.scene.primitives import box, grid_sheet
+    from solver_server.backends.mesh_backend import MeshBackend
+    from solver_server.model.primitives import box, grid_sheet
     V, T = box((0.2, 0.2, 0.2), center=(0, 0, 0.13), divisions=2)
     G, GT, _ = grid_sheet((1.0, 1.0), (2, 2))
     mat = Material(youngs_modulus=1e5, poisson_ratio=0.3, density=1000.0, friction=0.0, element=element)
-    b = IPCBackend(Scene(Settings(frame_end=frames + 1, solver_quality="accurate"),
+    b = MeshBackend(Scene(Settings(frame_end=frames + 1, solver_quality="accurate"),
                          (Body("cube", "solid", V, T, material=mat), Body("floor", "collider", G, GT))))
     b.advance()  # compile
     sec = its = steps = 0

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.cloth_presets import CLOTH_PRESETS  # noqa: E402
 from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
-from solver_server.scene.primitives import disc_sheet  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.model.primitives import disc_sheet  # noqa: E402
 
 R_SHEET = 0.15   # m
 R_DISC = 0.09    # m
@@ -77,7 +77,7 @@ def run(name: str, spacing: float = 0.01, frames: int = 72, fields: dict | None 
     sc = cusick_scene(fields, spacing, frames)
     body = sc.bodies[0]
     t0 = time.perf_counter()
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     dcs = []
     for f in range(frames):
         b.advance()

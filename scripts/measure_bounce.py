@@ -23,8 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
-from solver_server.scene.primitives import box, grid_sheet  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.model.primitives import box, grid_sheet  # noqa: E402
 
 DROP = 0.3
 """Start height (m) of the cube's centre; it rests at 0.1 m."""
@@ -57,7 +57,7 @@ def drop(quality: str, substeps: int, integrator: str = "implicit_euler", dampin
          frames: int = 18) -> tuple:
     """(centroid heights per frame (m), smallest contact distance over the run (m), edge-triangle
     intersections summed over the frames) of the drop."""
-    b = IPCBackend(bounce_scene(quality, substeps, integrator, damping, frames))
+    b = MeshBackend(bounce_scene(quality, substeps, integrator, damping, frames))
     n = len(b.scene.bodies[0].vertices)
     zc, dmin, crossings = [], np.inf, 0
     for _ in range(frames):

@@ -24,13 +24,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from solver_server.backends.ipc_backend import IPCBackend  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
 import bench_abd  # noqa: E402
 
 
 def trace(quality: str, fem: bool, div: int, frames: int, sweeps: int = 0) -> None:
     sc = bench_abd.make_scene(1, div, frames, quality, side=1)
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     if fem:
         bench_abd._as_stiff_fem(b, sc)
     if sweeps and quality == "fast":

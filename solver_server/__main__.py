@@ -1,7 +1,7 @@
 """``python -m solver_server serve|bake ...`` (same as the clearance-server command)."""
 import sys
 
-from solver_server.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

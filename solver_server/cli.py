@@ -1,6 +1,6 @@
 """Command line: ``clearance-server serve`` (the socket server), ``clearance-server bake``
 (a scene file to .pc2 files without sockets), ``clearance-server warmup`` (compile the solver
-kernels ahead, :mod:`solver_server.warmup`) and ``clearance-server keygen`` (the server's
+kernels ahead, :mod:`solver_server.runtime.warmup`) and ``clearance-server keygen`` (the server's
 CurveZMQ keypair). Also ``python -m solver_server ...``."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Optional
 def _serve(args: argparse.Namespace) -> int:
     from protocol import keys
     from protocol.codec import Limits
-    from .server.security import resolve_secret
-    from .server.server import Server
+    from solver_server.runtime.security import resolve_secret
+    from solver_server.runtime.server import Server
     if args.secret:
         print("clearance-server: warning: --secret is visible to every user of this machine (ps, /proc); use "
               "--secret-file FILE or $CLEARANCE_SECRET", file=sys.stderr, flush=True)
@@ -54,7 +54,7 @@ def _bake(args: argparse.Namespace) -> int:
     from protocol.errors import ProtocolError
     from protocol.scene import SceneError
     from protocol.scenefile import load_scene
-    from .server.bake import bake
+    from solver_server.runtime.bake import bake
     try:
         scene = load_scene(args.scene_file)
     except (OSError, ProtocolError) as e:
@@ -88,13 +88,13 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _warmup(args: argparse.Namespace) -> int:
-    from . import warmup
+    from .runtime import warmup
     return warmup.run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``clearance-server`` argument parser (``serve``, ``bake``, ``warmup``, ``keygen``)."""
-    from . import warmup
+    from .runtime import warmup
     from protocol.scene import INTEGRATORS, SOLVER_QUALITIES
     p = argparse.ArgumentParser(prog="clearance-server", description="Clearance solver server")
     sub = p.add_subparsers(dest="command", required=True)

@@ -25,7 +25,7 @@ def _lock_dir() -> str:
 @pytest.fixture(scope="session")
 def warm_kernels():
     """``warm_kernels("fast")``: make sure the kernel cache of these sources holds the kernels of a
-    bake of that solver quality, by running ``python -m solver_server.warmup --if-cold`` (returns at
+    bake of that solver quality, by running ``python -m solver_server.runtime.warmup --if-cold`` (returns at
     once when already done) in the environment every test's server inherits.
 
     The "nearly warm" tests (a real compilation of a few kernels) copy that cache minus a few modules:
@@ -41,7 +41,7 @@ def warm_kernels():
         with open(os.path.join(_lock_dir(), ".warmup.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                r = subprocess.run([sys.executable, "-m", "solver_server.warmup", "--if-cold", "--solver-quality",
+                r = subprocess.run([sys.executable, "-m", "solver_server.runtime.warmup", "--if-cold", "--solver-quality",
                                     quality], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)

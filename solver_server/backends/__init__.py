@@ -22,8 +22,8 @@ def create(scene: Scene, progress: Optional[ProgressFn] = None) -> Backend:
         from .none_backend import NoneBackend
         return NoneBackend(scene, progress)
     if name == "ipc":
-        from .ipc_backend import IPCBackend
-        return IPCBackend(scene, progress)
+        from .mesh_backend import MeshBackend
+        return MeshBackend(scene, progress)
     if name == "mpm":
         from .mpm_backend import MPMBackend
         return MPMBackend(scene, progress)

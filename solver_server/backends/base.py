@@ -1,7 +1,7 @@
 """The interface every solver backend implements (none, ipc, mpm).
 
 A backend is built from a validated :class:`protocol.scene.Scene`. The job runner
-(solver_server/server/jobs.py) calls :meth:`Backend.advance` once per frame, streams and
+(solver_server/runtime/jobs.py) calls :meth:`Backend.advance` once per frame, streams and
 caches what it returns, and saves :meth:`Backend.get_state` beside every finished frame so
 that a cancelled or crashed bake can resume with :meth:`Backend.set_state`.
 """

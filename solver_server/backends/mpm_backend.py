@@ -1,5 +1,5 @@
 """The "mpm" backend: granular bodies (sand, snow, water, jelly, mud) as MPM particles, colliders as
-distance fields (solver_server/mpm/, docs/mpm.md).
+distance fields (solver_server/solvers/mpm/, docs/mpm.md).
 
 Each granular body becomes the particles sampled inside its closed mesh; ``initial_positions`` and
 every ``FrameResult.positions`` return those particles (a fixed count per body for the whole bake,
@@ -21,13 +21,13 @@ from typing import Optional
 import numpy as np
 
 from protocol.scene import Scene, SceneError
-from solver_server.mpm import materials as mats
-from solver_server.mpm.grid import GridSpec
-from solver_server.mpm.inside import is_closed
-from solver_server.mpm.memory import estimate_bytes, human, memory_limit
-from solver_server.mpm.sampling import lattice_count, sample_body
-from solver_server.mpm.solver import MPMSolver
-from solver_server.mpm.timestep import max_dt, viscous_dt
+from solver_server.solvers.mpm import materials as mats
+from solver_server.solvers.mpm.grid import GridSpec
+from solver_server.solvers.mpm.inside import is_closed
+from solver_server.solvers.mpm.memory import estimate_bytes, human, memory_limit
+from solver_server.solvers.mpm.sampling import lattice_count, sample_body
+from solver_server.solvers.mpm.solver import MPMSolver
+from solver_server.solvers.mpm.timestep import max_dt, viscous_dt
 from .base import Backend, FrameResult, ProgressFn
 
 CELL_PER_SPACING = 2.0

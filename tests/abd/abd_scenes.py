@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.abd import RIGIDITY_TOL
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.ipc.contact import count_intersections
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.bodies import RIGIDITY_TOL
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.contact import count_intersections
+from solver_server.model.primitives import box, grid_sheet
 
 
 def stiff_box(name, size, center, density=1000.0, friction=0.3, rot=None, div=1, velocity=(0.0, 0.0, 0.0)):
@@ -34,11 +34,11 @@ def scene(*bodies, **settings) -> Scene:
 
 class Run:
     """Bakes a scene frame by frame with the Newton IPC backend, checking every frame: zero
-    edge-triangle intersections (the exact test of solver_server/ipc/contact/intersection.py) and
+    edge-triangle intersections (the exact test of solver_server/contact/intersection.py) and
     every affine body's |A A^T - I|_F below RIGIDITY_TOL. Records the body rows per frame."""
 
     def __init__(self, sc: Scene):
-        self.b = IPCBackend(sc)
+        self.b = MeshBackend(sc)
         self.s = self.b.system
         self.ab = self.s.affine
         self.mesh = self.b.contact.mesh if self.b.contact is not None else None

@@ -5,11 +5,11 @@ the body energies on the solver's DOF array."""
 import numpy as np
 import pytest
 
-from solver_server.abd import (AffineBodies, BodySpec, mass_properties, orth_energy, orth_gradient, orth_hessian,
+from solver_server.bodies import (AffineBodies, BodySpec, mass_properties, orth_energy, orth_gradient, orth_hessian,
                                polar_rotation, rigidity_error, stiffness)
-from solver_server.ipc.dof_map import DofMap
-from solver_server.scene.primitives import box, icosphere
-from solver_server.scene.tetmesh import tetrahedralize
+from solver_server.model.dof_map import DofMap
+from solver_server.model.primitives import box, icosphere
+from solver_server.model.tetmesh import tetrahedralize
 
 
 def _rot(rng):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.model.primitives import box, grid_sheet
 from .abd_scenes import Run, ground, scene, stiff_box
 
 THETA = np.radians(20.0)

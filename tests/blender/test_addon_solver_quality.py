@@ -35,7 +35,7 @@ def _server_scene_hash(cache_folder) -> str:
 
 
 def _hash(scene) -> str:
-    from solver_server.server.cache import scene_hash
+    from solver_server.runtime.cache import scene_hash
     return scene_hash(scene)
 
 

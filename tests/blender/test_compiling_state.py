@@ -41,7 +41,7 @@ test's compile to seconds; elastic_tet and fem_common as well cost ~2 minutes pe
 
 
 def _kernel_cache_module():
-    """solver_server/kernel_cache.py loaded on its own: importing the package would point this
+    """solver_server/runtime/kernel_cache.py loaded on its own: importing the package would point this
     process's NUMBA_CACHE_DIR at the default folder, which every later server would inherit."""
     spec = importlib.util.spec_from_file_location("_clearance_kernel_cache",
                                                   os.path.join(ROOT, "solver_server", "kernel_cache.py"))

@@ -69,7 +69,7 @@ def test_the_choice_reaches_the_solver(blender, server, tmp_path):
         assert sent.settings.integrator == integ.lower()
         assert bpy.ops.clearance.bake() == {"FINISHED"}, scene.clearance.last_error
         with open(os.path.join(str(tmp_path / integ), "server", "scene.json")) as f:
-            from solver_server.server.cache import scene_hash
+            from solver_server.runtime.cache import scene_hash
             assert json.load(f)["scene_hash"] == scene_hash(sent)
         local, _, _ = read_pc2(os.path.join(str(tmp_path / integ), "jelly.pc2"))
         z = local[:, :, 2] + 0.3                     # object-local -> world (translation only)

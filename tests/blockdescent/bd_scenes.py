@@ -3,9 +3,9 @@ of the Newton scene tests (tests/ipc), with Settings(solver_quality="fast")."""
 import numpy as np
 
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.backends.ipc_backend import IPCBackend, intersecting_pairs
-from solver_server.ipc.contact import point_triangle_dist2_batch
-from solver_server.scene.primitives import grid_sheet
+from solver_server.backends.mesh_backend import MeshBackend, intersecting_pairs
+from solver_server.contact import point_triangle_dist2_batch
+from solver_server.model.primitives import grid_sheet
 
 
 def fast_scene(*bodies, **settings):
@@ -14,7 +14,7 @@ def fast_scene(*bodies, **settings):
 
 def fast_backend(sc, **kw):
     assert sc.settings.solver_quality == "fast"
-    b = IPCBackend(sc, **kw)
+    b = MeshBackend(sc, **kw)
     assert type(b.stepper).__name__ == "BlockDescentStepper"   # really the block-descent solver
     return b
 

@@ -1,11 +1,11 @@
 """Affine (stiff) bodies in the Fast solver: each body is one 12-DOF block of the block-descent sweep
-(solver_server/blockdescent/affine_block.py). Every frame of every scene is checked by abd_scenes.Run:
+(solver_server/solvers/block_descent/affine_block.py). Every frame of every scene is checked by abd_scenes.Run:
 zero edge-triangle intersections (the exact test) and |A A^T - I|_F < RIGIDITY_TOL for every body."""
 import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.model.primitives import box, grid_sheet
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
 
 THETA = np.radians(20.0)

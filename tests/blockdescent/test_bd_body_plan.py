@@ -6,12 +6,12 @@ derivative of its energy."""
 import numba
 import numpy as np
 
-from solver_server.blockdescent.affine_block import body_energy, body_grad_hess, affine_sweep
-from solver_server.blockdescent.body_plan import body_colors, body_pair_lists
-from solver_server.blockdescent.bounds import detect
-from solver_server.blockdescent.stepper import contact_tuple
-from solver_server.ipc.contact.barrier_pair import new_scratch
-from solver_server.ipc.contact_bridge import EPS_V
+from solver_server.solvers.block_descent.affine_block import body_energy, body_grad_hess, affine_sweep
+from solver_server.solvers.block_descent.body_plan import body_colors, body_pair_lists
+from solver_server.solvers.block_descent.bounds import detect
+from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.contact.barrier_pair import new_scratch
+from solver_server.contact.terms import EPS_V
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
 
 
@@ -143,8 +143,8 @@ def test_joint_body_step_is_a_newton_step_of_the_coupled_bodies():
     """joint_bodies.py on the settled pile: its gradient is the derivative of the bodies' total objective
     (each pair once), the assembled 12 nb system (diagonal body blocks + blocks of pairs spanning two
     bodies) is symmetric positive definite, CG solves it, and the step lowers the total objective."""
-    from solver_server.blockdescent import joint_bodies as J
-    from solver_server.blockdescent.body_plan import coupling_keys
+    from solver_server.solvers.block_descent import joint_bodies as J
+    from solver_server.solvers.block_descent.body_plan import coupling_keys
     st, x, y, target, CT, BD, FR = _pile_state()
     N = st.s.n
     AB = st.affine.tuple(x, y, target)

@@ -39,11 +39,11 @@ self contact for bodies without it, no static/static pairs).
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.bounds import GAMMA, MAX_CONSTRAINTS, detect
-from solver_server.ipc.contact import (CollisionMesh, count_intersections, edge_edge_dist2_batch,
+from solver_server.solvers.block_descent.bounds import GAMMA, MAX_CONSTRAINTS, detect
+from solver_server.contact import (CollisionMesh, count_intersections, edge_edge_dist2_batch,
                                        point_triangle_dist2_batch)
-from solver_server.ipc.contact.threads import threads_for
-from solver_server.scene.primitives import grid_sheet
+from solver_server.threads import threads_for
+from solver_server.model.primitives import grid_sheet
 
 DHAT = 1e-3
 R_MIN = DHAT / (1 - 2 * GAMMA)       # detect never queries below this distance
@@ -627,7 +627,7 @@ def test_verlet_list_gives_the_same_detection(name):
     its margin): a sequence of detections at drifting configurations, some within the margin (the
     list is reused) and some beyond it (rebuilt), returns exactly the brute-force radii, half-spaces
     and barrier list every time, as a fresh broad phase does."""
-    from solver_server.blockdescent.bounds import MARGIN_FRACTION, PairCache
+    from solver_server.solvers.block_descent.bounds import MARGIN_FRACTION, PairCache
     V, mesh, noise, allp = _all_pairs(name)
     rng = np.random.default_rng(11)
     on_surface = np.ones(mesh.n_verts, bool)

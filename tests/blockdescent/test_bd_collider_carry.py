@@ -11,9 +11,9 @@
 """
 import numpy as np
 
-from solver_server.blockdescent.collider_carry import ETA, ColliderCarry
-from solver_server.ipc.contact import CollisionMesh, count_intersections
-from solver_server.scene.primitives import grid_sheet, icosphere
+from solver_server.solvers.block_descent.collider_carry import ETA, ColliderCarry
+from solver_server.contact import CollisionMesh, count_intersections
+from solver_server.model.primitives import grid_sheet, icosphere
 
 from .test_bd_bounds import AllPairs
 

@@ -13,11 +13,11 @@ inconsistently oriented patch:
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.dihedral_cache import (dihedral_table, dihedrals_all, refresh_dihedrals,
+from solver_server.solvers.block_descent.dihedral_cache import (dihedral_table, dihedrals_all, refresh_dihedrals,
                                                        shell_vertex_cached)
-from solver_server.blockdescent.incidence import color_lists, vertex_colors
-from solver_server.ipc.shell_bending import rest_thetas, shell_stencils, shell_stiffness, shell_vertex
-from solver_server.scene.primitives import grid_sheet
+from solver_server.solvers.block_descent.incidence import color_lists, vertex_colors
+from solver_server.energies.shell_bending import rest_thetas, shell_stencils, shell_stiffness, shell_vertex
+from solver_server.model.primitives import grid_sheet
 
 
 def _sheet(flip_some: bool):

@@ -5,15 +5,15 @@ faster on a stiff membrane, which is what it is for."""
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.bounds import detect
-from solver_server.blockdescent.dihedral_cache import dihedrals_all
-from solver_server.blockdescent.global_correction import GlobalCorrection, gradient_all, stretch_matrix
-from solver_server.blockdescent.stepper import contact_tuple
-from solver_server.blockdescent.sweep import _vertex_step
-from solver_server.blockdescent.vertex_contact import contact_scratch
-from solver_server.ipc.contact_bridge import EPS_V
-import solver_server.backends.ipc_backend as ib
-import solver_server.blockdescent.stepper as stepper_mod
+from solver_server.solvers.block_descent.bounds import detect
+from solver_server.solvers.block_descent.dihedral_cache import dihedrals_all
+from solver_server.solvers.block_descent.global_correction import GlobalCorrection, gradient_all, stretch_matrix
+from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.solvers.block_descent.sweep import _vertex_step
+from solver_server.solvers.block_descent.vertex_contact import contact_scratch
+from solver_server.contact.terms import EPS_V
+import solver_server.backends.mesh_backend as ib
+import solver_server.solvers.block_descent.stepper as stepper_mod
 from tests.ipc.test_scene_helpers import plane
 
 from .bd_scenes import cloth, fast_backend, fast_scene, intersections

@@ -6,10 +6,10 @@ hinges, tetrahedralised cubes, rods) and on random element lists."""
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.incidence import color_lists, incidence, vertex_colors
-from solver_server.ipc import bending
-from solver_server.scene.primitives import box, grid_sheet
-from solver_server.scene.tetmesh import tetrahedralize
+from solver_server.solvers.block_descent.incidence import color_lists, incidence, vertex_colors
+from solver_server.energies import bending
+from solver_server.model.primitives import box, grid_sheet
+from solver_server.model.tetmesh import tetrahedralize
 
 
 def _check_incidence(elems, n):

@@ -14,9 +14,9 @@ predicted positions, and VBD's adaptive prediction.
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.inertial_guess import ETA, inertial_guess, predicted_positions
-from solver_server.ipc.contact import CollisionMesh, count_intersections
-from solver_server.scene.primitives import grid_sheet
+from solver_server.solvers.block_descent.inertial_guess import ETA, inertial_guess, predicted_positions
+from solver_server.contact import CollisionMesh, count_intersections
+from solver_server.model.primitives import grid_sheet
 
 from .test_bd_bounds import AllPairs
 
@@ -127,7 +127,7 @@ def test_fast_falling_fine_cloth_with_contact_on_is_exact_free_fall():
     0.2 edge lengths (3 mm), so the cloth lagged behind at ~1.2 m/s (a 33 mm move per step needs ~10
     detections)."""
     from protocol.scene import Body, Material
-    from solver_server.scene.primitives import icosphere
+    from solver_server.model.primitives import icosphere
     from .bd_scenes import cloth, fast_backend, fast_scene, intersections
     S, ST = icosphere(0.25, subdivisions=2)
     c = cloth(32, 1.0, size=0.5)

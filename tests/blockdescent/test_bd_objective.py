@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.blockdescent.bounds import detect
-from solver_server.blockdescent.dihedral_cache import dihedrals_all
-from solver_server.blockdescent.stepper import contact_tuple
-from solver_server.blockdescent.sweep import _vertex_step
-from solver_server.blockdescent.vertex_contact import contact_scratch
-from solver_server.ipc.contact.barrier import barrier
-from solver_server.ipc.contact.barrier_pair import cross_norm2_value
-from solver_server.ipc.contact.mollifier import cross_norm2_grad_hess, mollifier
-from solver_server.ipc.contact.pairs import contact_distances
-from solver_server.ipc.contact_bridge import EPS_V
-from solver_server.ipc.integrator import IncrementalPotential
-from solver_server.scene.primitives import box
+from solver_server.solvers.block_descent.bounds import detect
+from solver_server.solvers.block_descent.dihedral_cache import dihedrals_all
+from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.solvers.block_descent.sweep import _vertex_step
+from solver_server.solvers.block_descent.vertex_contact import contact_scratch
+from solver_server.contact.barrier import barrier
+from solver_server.contact.barrier_pair import cross_norm2_value
+from solver_server.contact.mollifier import cross_norm2_grad_hess, mollifier
+from solver_server.contact.pairs import contact_distances
+from solver_server.contact.terms import EPS_V
+from solver_server.solvers.newton.integrator import IncrementalPotential
+from solver_server.model.primitives import box
 from tests.ipc.test_scene_helpers import plane
 
 from .bd_scenes import block_of, cloth, fast_backend, fast_scene

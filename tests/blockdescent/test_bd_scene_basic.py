@@ -1,12 +1,12 @@
-"""Fast solver (block descent) through IPCBackend, no contact: free fall against the discrete
+"""Fast solver (block descent) through MeshBackend, no contact: free fall against the discrete
 implicit-Euler integrator (FAST_SUBSTEPS steps of dt / FAST_SUBSTEPS per solver step), pins held at
 their (moving) targets."""
 import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.backends.ipc_backend import FAST_SUBSTEPS
-from solver_server.scene.primitives import grid_sheet
+from solver_server.backends.mesh_backend import FAST_SUBSTEPS
+from solver_server.model.primitives import grid_sheet
 from tests.ipc.test_scene_helpers import cube
 
 from .bd_scenes import fast_backend, fast_scene

@@ -1,13 +1,13 @@
-"""Fast solver (block descent) contact scenes through IPCBackend: cloth draped over a sphere, a fast
+"""Fast solver (block descent) contact scenes through MeshBackend: cloth draped over a sphere, a fast
 keyframed collider through a cloth pinned at its corners, a stack of soft cubes, momentum in a
 two-body collision. Every frame: zero edge-triangle intersections by the exact check
-(solver_server/ipc/contact count_intersections), every tet volume positive."""
+(solver_server/contact count_intersections), every tet volume positive."""
 import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.ipc import elastic_tet
-from solver_server.scene.primitives import box, icosphere
+from solver_server.energies import elastic_tet
+from solver_server.model.primitives import box, icosphere
 from tests.ipc.test_scene_helpers import plane
 
 from .bd_scenes import (block_of, cloth, fast_backend, fast_scene, intersections, non_collider_intersections,

@@ -16,8 +16,8 @@ resting 2 mm above the ground) so the argument types are the solver's.
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.bounds import detect
-from solver_server.blockdescent.sweep import _admissible_move, _move_colliders
+from solver_server.solvers.block_descent.bounds import detect
+from solver_server.solvers.block_descent.sweep import _admissible_move, _move_colliders
 
 from .bd_scenes import fast_backend, fast_scene
 from .test_bd_scene_contact import _stack

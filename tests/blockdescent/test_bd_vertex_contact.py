@@ -18,12 +18,12 @@ import math
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.vertex_contact import barrier_vertex, contact_scratch, friction_vertex
-from solver_server.ipc.contact import (CollisionMesh, barrier_energy, friction_energy, friction_setup,
+from solver_server.solvers.block_descent.vertex_contact import barrier_vertex, contact_scratch, friction_vertex
+from solver_server.contact import (CollisionMesh, barrier_energy, friction_energy, friction_setup,
                                        find_candidates)
-from solver_server.ipc.contact.barrier import barrier, barrier_first_derivative, barrier_second_derivative
-from solver_server.ipc.contact.mollifier import mollifier
-from solver_server.ipc.contact.pairs import contact_distances, pair_set
+from solver_server.contact.barrier import barrier, barrier_first_derivative, barrier_second_derivative
+from solver_server.contact.mollifier import mollifier
+from solver_server.contact.pairs import contact_distances, pair_set
 
 from .bd_fd import assert_sym_psd, fd_vertex_gradient, fd_vertex_jacobian, rel
 
@@ -257,7 +257,7 @@ def test_may_be_active_never_skips_a_pair_in_contact():
     """vertex_contact.may_be_active skips a pair only when s(x) >= dhat is certain: random
     point-triangle and edge-edge pairs, random moves of their vertices from the detection point, the
     exact distance after the move checked for every skipped pair; and it does skip most far pairs."""
-    from solver_server.blockdescent.vertex_contact import may_be_active, moves_from_centre
+    from solver_server.solvers.block_descent.vertex_contact import may_be_active, moves_from_centre
     rng = np.random.default_rng(7)
     dhat = 0.01
     skipped = tight = 0
@@ -284,9 +284,9 @@ def test_sweeps_keep_the_move_lengths_current(monkeypatch):
     acceleration move vertices outside the colours), and gradient_all at its entry. After every batch
     of sweeps of a cloth dropped on a sphere (contact on), D equals |x - centre| for every vertex:
     a stale D could skip a barrier term that is active."""
-    import solver_server.blockdescent.stepper as stp
+    import solver_server.solvers.block_descent.stepper as stp
     from protocol.scene import Body
-    from solver_server.scene.primitives import icosphere
+    from solver_server.model.primitives import icosphere
     from .bd_scenes import cloth, fast_backend, fast_scene
     S, ST = icosphere(0.25, subdivisions=2)
     b = fast_backend(fast_scene(cloth(10, 0.27), Body("sphere", "collider", S, ST), frame_end=6))

@@ -15,10 +15,10 @@ reads the wrong rows or slot fails.
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.vertex_elastic import (bending_vertex, membrane_vertex, rod_stretch_vertex,
+from solver_server.solvers.block_descent.vertex_elastic import (bending_vertex, membrane_vertex, rod_stretch_vertex,
                                                        tet_vertex, tet_volume_moving)
-from solver_server.ipc import bending, elastic_tet, membrane, rod_stretch
-from solver_server.ipc.isotropic_models import MODEL_IDS, lame
+from solver_server.energies import bending, elastic_tet, membrane, rod_stretch
+from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
 from .bd_fd import assert_sym_psd, embed, fd_vertex_gradient, fd_vertex_jacobian, rel
 

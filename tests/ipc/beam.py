@@ -6,9 +6,9 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from solver_server.ipc import elastic_tet, elastic_tet10
-from solver_server.ipc.elasticity import ElasticTerms
-from solver_server.ipc.isotropic_models import MODEL_IDS, lame
+from solver_server.energies import elastic_tet, elastic_tet10
+from solver_server.energies.elasticity import ElasticTerms
+from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
 # Kuhn split of the unit cube (corner k has bits x=1, y=2, z=4) into 6 tets around the 0-7 diagonal
 _KUHN = [(0, 1, 3, 7), (0, 1, 5, 7), (0, 2, 3, 7), (0, 2, 6, 7), (0, 4, 5, 7), (0, 4, 6, 7)]

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material, SceneError
-from solver_server.backends.ipc_backend import IPCBackend, format_length
-from solver_server.ipc.contact import find_intersections
-from solver_server.ipc.system import build_system
-from solver_server.scene.primitives import grid_sheet, icosphere
+from solver_server.backends.mesh_backend import MeshBackend, format_length
+from solver_server.contact import find_intersections
+from solver_server.model.system import build_system
+from solver_server.model.primitives import grid_sheet, icosphere
 from .test_scene_helpers import plane, scene
 
 R = 0.1
@@ -31,7 +31,7 @@ def test_colliders_touching_each_other_are_not_an_error():
     s = build_system(sc)
     # the ball really sinks 2 mm into the floor: the check has something to ignore
     assert len(find_intersections(s.x0, s.coll_faces, s.coll_edges)) > 0
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     assert b.advance().frame == 2
 
 
@@ -40,7 +40,7 @@ def test_every_intersecting_pair_is_named_with_a_position_and_readable_gap():
     sc = scene(_ball("ballA", z=0.0), _sheet("clothA", 0.0), _ball("ballB", z=0.0, x=1.0), _sheet("clothB", 0.0, x=1.0),
                frame_end=3)
     with pytest.raises(SceneError) as ei:
-        IPCBackend(sc)
+        MeshBackend(sc)
     msg = str(ei.value)
     assert "ballA and clothA" in msg and "ballB and clothB" in msg
     assert "1 mm" in msg and "0.001000" not in msg

@@ -12,13 +12,13 @@ import pytest
 
 from protocol.scene import Body, Material, Scene, SceneError, Settings
 from scripts.measure_bounce import drop, first_bounce
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.scene.primitives import box
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import box
 
 L = 0.1   # m, rod length
 
 
-def _spring(integrator: str, substeps: int, damping: float = 0.0, v0: float = 1e-3) -> IPCBackend:
+def _spring(integrator: str, substeps: int, damping: float = 0.0, v0: float = 1e-3) -> MeshBackend:
     """A rod of one edge along x, vertex 0 pinned, vertex 1 moving along the rod at v0 (m/s): a
     mass on a linear spring for strains << 1 (rod_stretch.py), no gravity, no contact."""
     V = np.array([[0.0, 0.0, 1.0], [L, 0.0, 1.0]])
@@ -27,16 +27,16 @@ def _spring(integrator: str, substeps: int, damping: float = 0.0, v0: float = 1e
                initial_velocity=(v0, 0.0, 0.0), pin_indices=np.array([0], np.int32))
     st = Settings(frame_end=400, substeps=substeps, gravity=(0.0, 0.0, 0.0), solver_quality="accurate",
                   integrator=integrator, newton_tol=1e-9)
-    return IPCBackend(Scene(st, (rod,)), contact=False)
+    return MeshBackend(Scene(st, (rod,)), contact=False)
 
 
-def _omega(b: IPCBackend) -> float:
+def _omega(b: MeshBackend) -> float:
     """sqrt(k / m) (rad/s) of the spring: axial stiffness EA / l of the edge over the free vertex's mass."""
     s = b.system
     return float(np.sqrt(s.elastic.rod_k[0] / L / s.mass[1]))
 
 
-def _energy(b: IPCBackend) -> float:
+def _energy(b: MeshBackend) -> float:
     """Kinetic + elastic energy (J) of the spring."""
     s = b.system
     return 0.5 * float(s.mass[1] * (b.stepper.v[1] ** 2).sum()) + float(s.elastic.energy(b.stepper.x[:s.n]))
@@ -48,7 +48,7 @@ def test_free_flight_is_exact_with_bdf2(quality):
     v0 = np.array([1.0, -0.5, 3.0])
     cube = Body("cube", "solid", V, T, material=Material(youngs_modulus=1e5), initial_velocity=tuple(v0))
     st = Settings(frame_end=10, substeps=2, solver_quality=quality, integrator="bdf2")
-    b = IPCBackend(Scene(st, (cube,)), contact=False)
+    b = MeshBackend(Scene(st, (cube,)), contact=False)
     g = np.array(st.gravity)
     x0 = b.stepper.x[:len(V)].copy()
     for _ in range(6):
@@ -64,7 +64,7 @@ def test_implicit_euler_free_flight_is_not_exact():
     V, T = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 1.0), divisions=1)
     cube = Body("cube", "solid", V, T)
     st = Settings(frame_end=10, substeps=2, solver_quality="accurate")
-    b = IPCBackend(Scene(st, (cube,)), contact=False)
+    b = MeshBackend(Scene(st, (cube,)), contact=False)
     z0 = b.stepper.x[:len(V), 2].mean()
     for _ in range(6):
         b.advance()
@@ -123,7 +123,7 @@ def test_fast_refuses_material_damping_by_name():
     V, T = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 1.0), divisions=1)
     cube = Body("Jelly", "solid", V, T, material=Material(damping=0.01))
     with pytest.raises(SceneError) as e:
-        IPCBackend(Scene(Settings(solver_quality="fast"), (cube,)), contact=False)
+        MeshBackend(Scene(Settings(solver_quality="fast"), (cube,)), contact=False)
     assert e.value.obj == "Jelly" and e.value.field == "damping" and "Accurate" in str(e.value)
 
 
@@ -162,7 +162,7 @@ def _incline_bdf2(mu: float, frames: int, plane_size: float, newton_tol: float =
     from .test_scene_friction import THETA, _incline
     sc = _incline(mu, frames, plane_size)
     sc = dataclasses.replace(sc, settings=dataclasses.replace(sc.settings, integrator="bdf2", newton_tol=newton_tol))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     n = len(sc.bodies[0].vertices)
     c0 = b.stepper.x[:n].mean(0)
     nrm = np.array([-np.sin(THETA), 0.0, np.cos(THETA)])

@@ -15,10 +15,10 @@ import pytest
 from scipy.integrate import solve_bvp
 
 from protocol.scene import Body, Material
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.ipc import shell_bending
-from solver_server.ipc.system import build_system
-from solver_server.scene.primitives import disc_sheet, grid_sheet
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.energies import shell_bending
+from solver_server.model.system import build_system
+from solver_server.model.primitives import disc_sheet, grid_sheet
 from .test_scene_helpers import scene
 
 B = 2.0e-5  # N m
@@ -106,7 +106,7 @@ def test_peirce_cantilever_strip_matches_elastica(cells, jitter):
                    bending_stiffness=B, friction=0.0)
     cloth = Body("strip", "cloth", V, T, material=mat, pin_indices=pins)
     sc = scene(cloth, frame_end=61, substeps=1, gravity=(0.0, 0.0, -9.81))
-    b = IPCBackend(sc, contact=False)
+    b = MeshBackend(sc, contact=False)
     for _ in range(60):
         b.advance()
     x = b.stepper.x[:len(V)]

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solver_server.ipc.contact import (CollisionMesh, Candidates, find_candidates, barrier_energy,
+from solver_server.contact import (CollisionMesh, Candidates, find_candidates, barrier_energy,
                                        barrier_gradient, barrier_hessian, count_active, min_distance,
                                        barrier, barrier_first_derivative, barrier_second_derivative,
                                        adaptive_kappa, update_kappa, kappa_bounds)
-from solver_server.ipc.contact.distance import point_triangle_stencil, edge_edge_stencil
-from solver_server.ipc.contact.mollifier import mollifier, cross_norm2_grad_hess
-from solver_server.ipc.contact.potential import pair_barrier
+from solver_server.contact.distance import point_triangle_stencil, edge_edge_stencil
+from solver_server.contact.mollifier import mollifier, cross_norm2_grad_hess
+from solver_server.contact.potential import pair_barrier
 
 from .test_contact_fdutil import fd_gradient, fd_jacobian, assert_close
 
@@ -197,8 +197,8 @@ def test_adaptive_kappa_balances_gradients_and_update_rule():
 
 
 def test_reduced_psd_projection_equals_full_projection():
-    from solver_server.ipc.contact.psd import project_psd, project_psd_translation_invariant
-    from solver_server.ipc.contact.distance import edge_edge_dist2_grad_hess
+    from solver_server.contact.psd import project_psd, project_psd_translation_invariant
+    from solver_server.contact.distance import edge_edge_dist2_grad_hess
     rng = np.random.default_rng(12)
     for _ in range(20):
         X = rng.normal(size=12)

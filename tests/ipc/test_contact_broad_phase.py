@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from solver_server.ipc.contact import (CollisionMesh, find_candidates, find_candidates_ccd,
+from solver_server.contact import (CollisionMesh, find_candidates, find_candidates_ccd,
                                        contact_distance_array, point_triangle_dist2_batch)
 
 

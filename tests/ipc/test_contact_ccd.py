@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from solver_server.ipc.contact import (find_candidates, min_distance, max_step_size,
+from solver_server.contact import (find_candidates, min_distance, max_step_size,
                                        point_triangle_ccd_batch, edge_edge_ccd_batch,
                                        point_triangle_dist2_batch, edge_edge_dist2_batch)
-from solver_server.ipc.contact.intersection import count_intersections
+from solver_server.contact.intersection import count_intersections
 
 from .test_contact_barrier import _two_sheets
 
@@ -80,7 +80,7 @@ def test_mesh_step_size_stops_before_contact():
 def test_fused_mesh_step_size_equals_min_over_candidate_pairs():
     """max_step_size (broad + narrow phase fused, running minimum as time bound) returns exactly
     the minimum of the per-pair ACCD times over the explicit swept-box candidate list."""
-    from solver_server.ipc.contact import find_candidates_ccd
+    from solver_server.contact import find_candidates_ccd
     rng = np.random.default_rng(5)
     hits = 0
     for trial in range(4):

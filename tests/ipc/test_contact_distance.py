@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from solver_server.ipc.contact.distance import (
+from solver_server.contact.distance import (
     point_triangle_dist2_grad_hess, edge_edge_dist2_grad_hess, point_edge_dist2_grad_hess,
     point_point_dist2_grad_hess, point_triangle_stencil, edge_edge_stencil, KIND_PP, KIND_PE, KIND_PT, KIND_EE)
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solver_server.ipc.contact import (CollisionMesh, find_candidates, friction_setup, friction_energy,
+from solver_server.contact import (CollisionMesh, find_candidates, friction_setup, friction_energy,
                                        friction_gradient, friction_hessian, barrier_gradient)
 
 from .test_contact_fdutil import fd_gradient, fd_jacobian, assert_close

@@ -1,7 +1,7 @@
 """Exact edge-triangle intersection checks on known configurations."""
 import numpy as np
 
-from solver_server.ipc.contact import count_intersections, find_intersections, edges_from_faces
+from solver_server.contact import count_intersections, find_intersections, edges_from_faces
 
 TRI = [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
 

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solver_server.ipc.contact import (find_candidates, barrier_energy, barrier_gradient,
+from solver_server.contact import (find_candidates, barrier_energy, barrier_gradient,
                                        barrier_hessian, barrier_derivatives)
-from solver_server.ipc.contact.barrier_pair import new_scratch, pair_terms, pair_stencil_local, cross_norm2_value
-from solver_server.ipc.contact.block_assembly import sum_blocks
-from solver_server.ipc.contact.distance import KIND_PP, KIND_PE, KIND_PT, KIND_EE
-from solver_server.ipc.contact.eigen_small import jacobi_eigh, tridiagonal_ql_eigh
-from solver_server.ipc.contact.potential import pair_barrier
-from solver_server.ipc.contact.psd import project_psd
+from solver_server.contact.barrier_pair import new_scratch, pair_terms, pair_stencil_local, cross_norm2_value
+from solver_server.contact.block_assembly import sum_blocks
+from solver_server.contact.distance import KIND_PP, KIND_PE, KIND_PT, KIND_EE
+from solver_server.contact.eigen_small import jacobi_eigh, tridiagonal_ql_eigh
+from solver_server.contact.potential import pair_barrier
+from solver_server.contact.psd import project_psd
 
 from .test_contact_barrier import _two_sheets
 

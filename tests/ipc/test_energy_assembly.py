@@ -3,7 +3,7 @@ COO -> CSR conversion restricted to the free DOFs (duplicates summed, fixed DOFs
 import numpy as np
 import scipy.sparse as sp
 
-from solver_server.ipc.assembly import FreePattern, free_block
+from solver_server.solvers.newton.assembly import FreePattern, free_block
 
 
 def _reference(rows, cols, vals, diag, dof_map, nf):

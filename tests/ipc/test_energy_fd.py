@@ -3,9 +3,9 @@ Hessians, zero energy/gradient at rest, rotation invariance."""
 import numpy as np
 import pytest
 
-from solver_server.ipc import bending, elastic_tet, membrane, rod_stretch
-from solver_server.ipc.fem_common import scatter_gradient
-from solver_server.ipc.isotropic_models import MODEL_IDS, lame
+from solver_server.energies import bending, elastic_tet, membrane, rod_stretch
+from solver_server.energies.fem_common import scatter_gradient
+from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
 
 def _rot(rng):

@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from solver_server.ipc.contact import count_intersections, edges_from_faces
-from solver_server.ipc.contact.exact_predicates import EXP2_CAP, EXP3_CAP, orient2d_exact, orient3d_exact
-from solver_server.ipc.contact.intersection import _exact_edge_triangle, _exact_one
-from solver_server.scene.primitives import box
+from solver_server.contact import count_intersections, edges_from_faces
+from solver_server.contact.exact_predicates import EXP2_CAP, EXP3_CAP, orient2d_exact, orient3d_exact
+from solver_server.contact.intersection import _exact_edge_triangle, _exact_one
+from solver_server.model.primitives import box
 
 
 def _numba(x, a, b, t0, t1, t2):

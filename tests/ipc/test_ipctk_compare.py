@@ -7,7 +7,7 @@ import pytest
 
 ipctk = pytest.importorskip("ipctk")
 
-from solver_server.ipc.contact import (CollisionMesh, point_triangle_dist2_batch, edge_edge_dist2_batch,  # noqa: E402
+from solver_server.contact import (CollisionMesh, point_triangle_dist2_batch, edge_edge_dist2_batch,  # noqa: E402
                                        point_triangle_ccd_batch, edge_edge_ccd_batch, max_step_size,
                                        count_intersections, edges_from_faces)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solver_server.ipc import linear_solve as ls
+from solver_server.solvers.newton import linear_solve as ls
 
 
 def _spd(n=240, density=0.03, seed=0, shift=3.0):

@@ -3,15 +3,15 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.scene.primitives import grid_sheet
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import grid_sheet
 from .test_scene_helpers import cube, plane, scene
 
 
 def test_free_fall_matches_discrete_implicit_euler():
     sc = scene(cube(center=(0, 0, 1.0)), frame_end=6, substeps=2)
     sc = sc.__class__(sc.settings, (sc.bodies[0].__class__(**{**sc.bodies[0].__dict__, "initial_velocity": (0.5, 0, 1.0)}),))
-    b = IPCBackend(sc, contact=False)
+    b = MeshBackend(sc, contact=False)
     h = sc.settings.dt
     g = np.array(sc.settings.gravity)
     x = b.system.x0.copy()
@@ -36,7 +36,7 @@ def _no_penetration(b, plane_z=0.0):
 
 def test_soft_cube_falls_on_plane_and_rests():
     sc = scene(cube(center=(0, 0, 0.13), youngs_modulus=1e5, friction=0.0), plane(), frame_end=25)
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     zs = []
     for f in range(24):
         r = b.advance()
@@ -59,7 +59,7 @@ def test_pinned_vertices_follow_targets():
     cloth = Body("sheet", "cloth", V, T, E, material=Material(density=200.0, thickness=0.002, youngs_modulus=1e6),
                  pin_indices=pins, pin_targets=targets)
     sc = scene(cloth, frame_end=F, substeps=2)
-    b = IPCBackend(sc, contact=False)
+    b = MeshBackend(sc, contact=False)
     for f in range(F - 1):
         r = b.advance()
         want = targets[f + 1].astype(np.float64)
@@ -71,12 +71,12 @@ def test_pinned_vertices_follow_targets():
 
 def test_state_roundtrip_is_deterministic():
     sc = scene(cube(center=(0, 0, 0.12)), plane(), frame_end=6)
-    a = IPCBackend(sc)
+    a = MeshBackend(sc)
     for _ in range(2):
         a.advance()
     state = a.get_state()
     r1 = a.advance()
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     b.set_state(state, 3)
     r2 = b.advance()
     assert r2.frame == r1.frame == 4
@@ -87,5 +87,5 @@ def test_scene_starting_intersected_is_reported_with_both_names():
     from protocol.scene import SceneError
     sc = scene(cube(name="Jelly", center=(0, 0, 0.05)), plane(name="Floor"), frame_end=3)
     with pytest.raises(SceneError) as e:
-        IPCBackend(sc)
+        MeshBackend(sc)
     assert "Jelly" in str(e.value) and "Floor" in str(e.value)

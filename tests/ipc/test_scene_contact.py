@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.scene.primitives import box, grid_sheet, icosphere
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import box, grid_sheet, icosphere
 
 
 def _check(b):
@@ -23,7 +23,7 @@ def _cloth(n, z, size=1.0, name="cloth"):
 def _run_cloth_on_sphere(n, frames):
     S, ST = icosphere(0.25, subdivisions=2)
     sc = Scene(Settings(frame_end=frames + 1, solver_quality="accurate"), (_cloth(n, 0.3), Body("sphere", "collider", S, ST)))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     for _ in range(frames):
         r = b.advance()
         _check(b)
@@ -52,7 +52,7 @@ def test_two_soft_bodies_collide_and_keep_momentum():
     c = Body("b", "solid", V2, T2, material=Material(youngs_modulus=2e4, friction=0.0, density=2000.0),
              initial_velocity=(-0.5, 0, 0))
     sc = Scene(Settings(frame_end=13, gravity=(0, 0, 0), newton_tol=1e-4, solver_quality="accurate"), (a, c))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     M = b.system.mass[:, None]
     p0 = (M * b.stepper.v).sum(0)
     scale = np.linalg.norm(M * b.stepper.v, axis=1).sum()   # sum of |m_i v_i| (the total is ~0 here)
@@ -81,7 +81,7 @@ def test_cube_squashed_by_moving_collider_keeps_tets_positive_and_recovers():
     lid[:, :, 2] += dz[:, None]
     sc = Scene(Settings(frame_end=F, gravity=(0, 0, 0), solver_quality="accurate"), (cubeb, Body("ground", "collider", G, GT),
                                                              Body("lid", "collider", P, PT, animation=lid.astype(np.float32))))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     hmin = 1.0
     for f in range(F - 1):
         b.advance()
@@ -102,7 +102,7 @@ def test_fast_small_sphere_does_not_tunnel_through_cloth():
     cl = Body(cl.name, cl.role, cl.vertices, cl.triangles, cl.edges, material=cl.material,
               pin_indices=np.array([0, 8, 72, 80], np.int32))
     sc = Scene(Settings(frame_end=6, gravity=(0, 0, 0), solver_quality="accurate"), (ball, cl))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     for _ in range(5):
         b.advance()
         _check(b)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.scene.primitives import box
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import box
 from .test_scene_helpers import plane, scene
 
 THETA = np.radians(20.0)
@@ -20,7 +20,7 @@ def _incline(mu, frames, plane_size=2.0):
 
 def _run(mu, frames, plane_size=2.0):
     sc = _incline(mu, frames, plane_size)
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     n = len(sc.bodies[0].vertices)
     c0 = b.stepper.x[:n].mean(0)
     d = []

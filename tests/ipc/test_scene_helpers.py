@@ -2,7 +2,7 @@
 import numpy as np
 
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.model.primitives import box, grid_sheet
 
 
 def cube(name="cube", size=0.2, center=(0.0, 0.0, 0.15), div=2, **mat):

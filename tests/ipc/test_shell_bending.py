@@ -4,9 +4,9 @@ block-descent vertex block (one slot) equal to the full element's derivatives.""
 import numpy as np
 import pytest
 
-from solver_server.blockdescent.vertex_elastic import shell_vertex_scratch
-from solver_server.ipc import shell_bending as sb
-from solver_server.ipc.fem_common import scatter_gradient
+from solver_server.solvers.block_descent.vertex_elastic import shell_vertex_scratch
+from solver_server.energies import shell_bending as sb
+from solver_server.energies.fem_common import scatter_gradient
 
 # a fan of four triangles: the centre triangle (0, 1, 2) has all three flaps (3, 4, 5)
 FAN_V = np.array([[0.0, 0, 0], [0.1, 0, 0], [0.04, 0.09, 0], [0.09, 0.08, 0], [-0.05, 0.06, 0], [0.06, -0.07, 0]])

@@ -20,8 +20,8 @@ import pytest
 
 from protocol.scene import Body, Material, Scene, Settings
 from protocol.solid_presets import SOLID_PRESETS
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import box, grid_sheet
 
 H, W, STRAIN = 0.1, 0.025, 0.01
 
@@ -39,7 +39,7 @@ def test_column_sags_under_its_weight_as_linear_elasticity_says(name):
     floor = Body("floor", "collider", FV, FT, material=Material(friction=0.0))
     settings = Settings(frame_end=2, fps=1.0, gravity=(0.0, 0.0, -g), contact_gap=gap, friction=0.0,
                         newton_tol=0.05 * delta, max_newton_iterations=60, solver_quality="accurate")
-    backend = IPCBackend(Scene(settings, (column, floor)), tet_spacing={"column": W / 3})
+    backend = MeshBackend(Scene(settings, (column, floor)), tet_spacing={"column": W / 3})
     assert len(backend.system.elastic.tets) > 50                # a real volume mesh, several layers tall
     backend.advance()
     x = backend.stepper.x[:len(V)]

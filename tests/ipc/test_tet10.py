@@ -4,8 +4,8 @@ next to linear tets on the same cells (the volumetric/bending-locking cure of is
 import numpy as np
 import pytest
 
-from solver_server.ipc import elastic_tet, elastic_tet10
-from solver_server.ipc.isotropic_models import MODEL_IDS, lame
+from solver_server.energies import elastic_tet, elastic_tet10
+from solver_server.energies.isotropic_models import MODEL_IDS, lame
 from tests.ipc.beam import box_mesh, elastic_terms, static_solve
 from tests.ipc.test_energy_fd import _fd, _rel, _rot
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material, Scene, SceneError, Settings
-from solver_server.backends.ipc_backend import IPCBackend
-from solver_server.ipc import elastic_tet10
-from solver_server.ipc.system import build_system
-from solver_server.scene.primitives import box, grid_sheet, icosphere
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.energies import elastic_tet10
+from solver_server.model.system import build_system
+from solver_server.model.primitives import box, grid_sheet, icosphere
 
 
 def _solid(V, T, element, **kw):
@@ -47,7 +47,7 @@ def test_fast_solver_refuses_quadratic_solids_naming_the_object():
     V, T = box((0.2, 0.2, 0.2))
     sc = Scene(Settings(solver_quality="fast"), (_solid(V, T, "quadratic"),))
     with pytest.raises(SceneError) as e:
-        IPCBackend(sc)
+        MeshBackend(sc)
     assert e.value.obj == "cube" and e.value.field == "element" and "Accurate" in str(e.value)
 
 
@@ -63,7 +63,7 @@ def _drop(element, frames=16):
     mat = dict(youngs_modulus=1e5, poisson_ratio=0.3, density=1000.0, friction=0.0)
     sc = Scene(Settings(frame_end=frames + 1, solver_quality="accurate"),
                (_solid(V, T, element, **mat), Body("floor", "collider", G, GT)))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     touched = 0
     for _ in range(frames):
         r = b.advance()
@@ -104,7 +104,7 @@ def test_near_incompressible_quadratic_cube_squashed_by_a_lid_and_released():
     sc = Scene(Settings(frame_end=F, gravity=(0, 0, 0), solver_quality="accurate"),
                (Body("cube", "solid", V, T, material=mat), Body("ground", "collider", G, GT),
                 Body("lid", "collider", P, PT, animation=lid.astype(np.float32))))
-    b = IPCBackend(sc)
+    b = MeshBackend(sc)
     hmin = 1.0
     for f in range(F - 1):
         r = b.advance()

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from protocol.scene import SceneError
-from solver_server.scene.checks import check_solid, enclosed_volume
-from solver_server.scene.primitives import box, icosphere
-from solver_server.scene.tetmesh import tetrahedralize
-from solver_server.ipc.elastic_tet import tet_volumes
+from solver_server.model.checks import check_solid, enclosed_volume
+from solver_server.model.primitives import box, icosphere
+from solver_server.model.tetmesh import tetrahedralize
+from solver_server.energies.elastic_tet import tet_volumes
 
 
 @pytest.mark.parametrize("mesh", [box((0.3, 0.2, 0.1), divisions=3), box(divisions=1), icosphere(0.4, subdivisions=2)],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import preset
+from solver_server.solvers.mpm.materials import preset
 from .scenes import collider_box, granular, scene
 
 FLOOR = 0.02

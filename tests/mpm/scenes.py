@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.mpm.materials import preset
+from solver_server.solvers.mpm.materials import preset
 from .meshes import box
 
 

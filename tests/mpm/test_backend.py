@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from solver_server.backends import create
-from solver_server.mpm.materials import preset
+from solver_server.solvers.mpm.materials import preset
 from .scenes import collider_box, granular, scene
 
 

@@ -15,9 +15,9 @@ import pytest
 from protocol.scene import Body
 from protocol.scenefile import load_scene
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.boundary import sample_field
-from solver_server.mpm.grid import GridSpec
-from solver_server.mpm.sdf import ColliderField
+from solver_server.solvers.mpm.boundary import sample_field
+from solver_server.solvers.mpm.grid import GridSpec
+from solver_server.solvers.mpm.sdf import ColliderField
 from .meshes import box
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "sand_demo_export.clrscene")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.grid import GridSpec
-from solver_server.mpm.materials import preset
-from solver_server.mpm.sdf import ColliderField
+from solver_server.solvers.mpm.grid import GridSpec
+from solver_server.solvers.mpm.materials import preset
+from solver_server.solvers.mpm.sdf import ColliderField
 from .meshes import box
 from .scenes import collider_box, granular, scene
 

@@ -5,7 +5,7 @@ import pytest
 from protocol.scene import Body, SceneError
 from solver_server.backends import create
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import preset
+from solver_server.solvers.mpm.materials import preset
 from .meshes import box, open_box
 from .scenes import collider_box, granular, scene
 

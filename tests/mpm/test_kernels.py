@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from solver_server.mpm import materials, transfer
-from solver_server.mpm.grid import GridSpec
-from solver_server.mpm.kernels import bspline, dweights_1d, weights_1d
-from solver_server.mpm.linalg3 import svd3
-from solver_server.mpm.solver import MPMSolver
+from solver_server.solvers.mpm import materials, transfer
+from solver_server.solvers.mpm.grid import GridSpec
+from solver_server.solvers.mpm.kernels import bspline, dweights_1d, weights_1d
+from solver_server.solvers.mpm.linalg3 import svd3
+from solver_server.solvers.mpm.solver import MPMSolver
 
 
 def stencil(g):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import (MU_I_DELTA, MU_I_I0, SINE_MAX, SOLID_FRACTION, inertial_number, lame,
+from solver_server.solvers.mpm.materials import (MU_I_DELTA, MU_I_I0, SINE_MAX, SOLID_FRACTION, inertial_number, lame,
                                         mohr_coulomb_return, mohr_coulomb_sine, mu_of_inertial_number, preset)
 from .scenes import granular, scene
 

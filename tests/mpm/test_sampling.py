@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, SceneError
-from solver_server.mpm.materials import preset
-from solver_server.mpm.inside import inside_columns, is_closed
-from solver_server.mpm.sampling import sample_body, sample_mesh
+from solver_server.solvers.mpm.materials import preset
+from solver_server.solvers.mpm.inside import inside_columns, is_closed
+from solver_server.solvers.mpm.sampling import sample_body, sample_mesh
 from .meshes import box, mesh_volume, open_box, uv_sphere
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from solver_server.backends.mpm_backend import MPMBackend
-from solver_server.mpm.materials import preset
+from solver_server.solvers.mpm.materials import preset
 from .scenes import collider_box, granular, scene
 
 G = 9.81

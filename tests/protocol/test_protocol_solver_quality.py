@@ -20,8 +20,8 @@ from protocol.scenefile import scene_bytes, scene_from_bytes
 from protocol.scenewire import scene_to_wire
 from protocol.version import PROTOCOL_VERSION
 from scenes import make_scene
-from solver_server.server.cache import scene_hash
-from solver_server.server.server import Server
+from solver_server.runtime.cache import scene_hash
+from solver_server.runtime.server import Server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 V1_0_FILE = os.path.join(HERE, "data", "scene_v1_0.clrscene")

@@ -11,8 +11,8 @@ import zmq
 from protocol import (Client, Error, Ping, Pong, RemoteError, ServerUnreachable, VersionMismatch,
                       decode_message, encode, encode_message)
 from protocol.version import PROTOCOL_VERSION, PROTOCOL_VERSION_STR
-from solver_server.server.security import check_bind, is_loopback
-from solver_server.server.server import Server
+from solver_server.runtime.security import check_bind, is_loopback
+from solver_server.runtime.server import Server
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import zmq
 
 from protocol import Client, Error, Hello, RemoteError, Status, Welcome, encode
 from protocol.messages import decode_message, encode_message
-from solver_server.server.security import PREAUTH_MAX_BYTES, AuthThrottle
-from solver_server.server.server import Server
+from solver_server.runtime.security import PREAUTH_MAX_BYTES, AuthThrottle
+from solver_server.runtime.server import Server
 
 
 def test_wrong_secret_guesses_lock_the_address_out(server_factory, tmp_path):
@@ -114,7 +114,7 @@ def test_connection_rate_per_address_is_limited_on_a_secret_server():
     authenticated; past the per-address budget they are refused undecoded, while peers that
     already said Hello keep being served. A real in-process server on tcp loopback, its limit
     lowered to 4 messages a minute so the test needs only a few connections."""
-    from solver_server.server.security import PreauthRate
+    from solver_server.runtime.security import PreauthRate
     ctx = zmq.Context()
     srv = Server("tcp://127.0.0.1:0", context=ctx, secret="right")
     srv.preauth_rate = PreauthRate(max_messages=4, window=60.0)
@@ -144,7 +144,7 @@ def test_connection_rate_per_address_is_limited_on_a_secret_server():
 
 
 def test_preauth_rate_window_follows_its_clock():
-    from solver_server.server.security import PreauthRate
+    from solver_server.runtime.security import PreauthRate
     now = [0.0]
     r = PreauthRate(max_messages=2, window=10.0, max_addresses=2, clock=lambda: now[0])
     assert r.allow("a") == 0 and r.allow("a") == 0

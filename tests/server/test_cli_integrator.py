@@ -4,7 +4,7 @@ import dataclasses
 
 from protocol import load_scene, save_scene
 from scenes import make_scene
-from solver_server.server.cache import scene_hash
+from solver_server.runtime.cache import scene_hash
 from test_cli_solver_quality import _baked_hash, _run
 
 

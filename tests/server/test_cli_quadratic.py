@@ -9,7 +9,7 @@ import numpy as np
 
 from protocol import save_scene
 from protocol.scene import Body, Material, Scene, Settings
-from solver_server.scene.primitives import box, grid_sheet
+from solver_server.model.primitives import box, grid_sheet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

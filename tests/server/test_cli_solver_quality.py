@@ -12,7 +12,7 @@ import sys
 
 from protocol import load_scene, save_scene
 from scenes import make_scene
-from solver_server.server.cache import scene_hash
+from solver_server.runtime.cache import scene_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 V1_0_FILE = os.path.join(ROOT, "tests", "protocol", "data", "scene_v1_0.clrscene")

@@ -69,7 +69,7 @@ def test_unwritable_cache_folder_and_bad_quality_have_their_own_exit_codes(tmp_p
 
 
 def test_a_missing_numba_cache_dir_is_created_not_refused(tmp_path, monkeypatch):
-    from solver_server import kernel_cache
+    from solver_server.runtime import kernel_cache
     folder = tmp_path / "new" / "numba"
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(folder))
     assert kernel_cache.is_writable() and folder.is_dir()

@@ -10,15 +10,15 @@ import re
 import subprocess
 import sys
 
-from solver_server.compile_progress import message
+from solver_server.runtime.compile_progress import message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = r"""
 import json
 import numpy as np
-from solver_server.compile_progress import CompileProgress, expected_kernels
-from solver_server.ipc.contact import distance, vec3
+from solver_server.runtime.compile_progress import CompileProgress, expected_kernels
+from solver_server.contact import distance, vec3
 seen = []
 p, t0, t1, t2 = (np.array(x, np.float64) for x in ([0.1, 0.2, 1.0], [0, 0, 0], [1, 0, 0], [0, 1, 0]))
 with CompileProgress(lambda done, exp, name, sec: seen.append([done, exp, name, sec]), "test/kernels", expected=7) as cp:
@@ -58,7 +58,7 @@ def test_message_reads_well():
 import shutil  # noqa: E402
 
 from protocol import Client, Frame, Progress, save_scene  # noqa: E402
-from solver_server import kernel_cache  # noqa: E402
+from solver_server.runtime import kernel_cache  # noqa: E402
 from test_convergence_warning import box_on_floor  # noqa: E402
 
 REBUILT = ("winding.*",)

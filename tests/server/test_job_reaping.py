@@ -9,7 +9,7 @@ import os
 import select
 
 from protocol.scene import Scene, Settings
-from solver_server.server.jobs import JobManager
+from solver_server.runtime.jobs import JobManager
 
 
 def lingering_child(scene, cache_dir, resume, conn, cancel_event):

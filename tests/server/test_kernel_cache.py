@@ -2,7 +2,7 @@
 import os
 import shutil
 
-from solver_server import kernel_cache
+from solver_server.runtime import kernel_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

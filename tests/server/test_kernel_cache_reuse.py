@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = r"""
 import json
 import numpy as np
-from solver_server.ipc.contact import distance, vec3   # first: solver_server configures numba's cache
+from solver_server.contact import distance, vec3   # first: solver_server configures numba's cache
 from numba.core import config
 p, t0, t1, t2 = (np.array(x, np.float64) for x in ([0.1, 0.2, 1.0], [0, 0, 0], [1, 0, 0], [0, 1, 0]))
 distance.point_triangle_stencil(p, t0, t1, t2)

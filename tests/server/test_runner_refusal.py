@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from protocol.scene import Body, Scene, Settings
-from solver_server.server.runner import run_job
+from solver_server.runtime.runner import run_job
 from scenes import make_scene
 
 

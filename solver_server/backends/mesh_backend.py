@@ -1,0 +1,254 @@
+"""The ``ipc`` backend: penetration-free FEM solids, cloth and rods (Incremental Potential Contact).
+
+Builds the global system (solver_server/model/system.py), the contact terms (barrier, CCD, friction)
+and an implicit-Euler time stepper; each advance() runs Settings.substeps steps and returns the
+artist-ordered positions of every simulated body. The state is (x, v) of all vertices + the frame.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from protocol.scene import Scene, SceneError
+from solver_server.integrators.damping import vertex_damping
+from solver_server.solvers.newton.integrator import TimeStepper
+from solver_server.model.system import build_system
+from .base import Backend, FrameResult, ProgressFn
+
+
+FAST_SUBSTEPS = 4    # the fast solver takes this many block-descent steps per solver step (Settings.substeps)
+FAST_SWEEPS = 16     # colour-sweep budget per block-descent step (VBD: few sweeps, small steps; with the global
+                     # correction every 4 sweeps, 16 lands closer to the converged step than 25 without, at about the same
+                     # cost; 12 left a stack of two soft cubes moving at 1.2 cm/s after 12 frames)
+KAPPA_FACTOR = 10.0  # barrier stiffness = KAPPA_FACTOR * kappa_min (geometric middle of [kmin, 100 kmin])
+
+
+class MeshBackend(Backend):
+    name = "ipc"
+
+    def __init__(self, scene: Scene, progress: Optional[ProgressFn] = None, contact: bool = True,
+                 linear_solver: str = "direct", tet_spacing: Optional[dict] = None):
+        super().__init__(scene, progress)
+        scene.validate()
+        st = scene.settings
+        if getattr(st, "solver_quality", "accurate") == "fast":
+            _refuse_quadratic_in_fast(scene)
+            _refuse_damping_in_fast(scene)
+        # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
+        self.system = build_system(scene, self.progress, tet_spacing, affine=True)
+        _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
+        self.progress("compiling", 0.0)
+        ct = None
+        if contact and len(self.system.coll_faces) + len(self.system.coll_edges) > 0:
+            from solver_server.contact.terms import ContactTerms
+            ct = ContactTerms(self.system, st.contact_gap)
+            self._check_initial(ct)
+            ct.kappa = self._initial_kappa(ct)
+        self.contact = ct
+        self.quality = getattr(st, "solver_quality", "accurate")
+        if self.quality == "fast":
+            from solver_server.solvers.block_descent.stepper import BlockDescentStepper
+            h = st.dt / FAST_SUBSTEPS
+            if ct is not None:
+                ct.kappa = self._initial_kappa(ct, h)
+            self.stepper = BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct,
+                                               integrator=getattr(st, "integrator", "implicit_euler"))
+        else:
+            self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
+                                       linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
+                                       damping=vertex_damping(self.system, scene))
+        self.progress("compiling", 1.0)
+
+    def _check_initial(self, ct) -> None:
+        """A scene that starts intersecting cannot be made penetration free: name every pair of
+        intersecting objects and where they meet. Colliders are prescribed and never resolved by the
+        solver, so collider/collider contact (a ball resting on the floor) and a collider crossing
+        itself are not errors."""
+        x = self.system.x0
+        hits = ct.C.find_intersections(x, ct.mesh.faces, ct.mesh.edges)
+        roles = np.array([b.role == "collider" for b in self.system.blocks], bool)
+        found = intersecting_pairs(x, hits, ct.mesh, roles)
+        if found:
+            names = [b.name for b in self.system.blocks]
+            parts = [f"{names[a]} and {names[b]} (at {format_point(pt)})" for (a, b), pt in found.items()]
+            first = next(iter(found))
+            raise SceneError(f"{'; '.join(parts)} intersect at the start frame; move them apart (at least the "
+                             f"contact gap {format_length(ct.dhat)}) before baking", names[first[0]], "vertices")
+
+    def _initial_kappa(self, ct, h: Optional[float] = None) -> float:
+        """Barrier stiffness kappa (J/m^2) in this integrator's convention, where the barrier enters the
+        incremental potential as h^2 kappa B(x): the contact library's bounds (kappa_min from the mass
+        scale, Li et al. 2020 Sec. 4.3, kappa_max = 100 kappa_min) evaluated with the mass scale
+        m_avg / h^2, and kappa = sqrt(kappa_min kappa_max) = KAPPA_FACTOR kappa_min. At kappa_min a cloth
+        rests ~3% of dhat above its offset surface, deep in the log barrier's stiff end, and the
+        drape needed 1.75x the Newton iterations (docs/solver.md); 10x keeps resting gaps at ~1/3 dhat."""
+        s = self.system
+        h = self.scene.settings.dt if h is None else h
+        m = s.mass[s.dynamic]
+        m_avg = float(m.mean()) if m.size else 1.0
+        kmin, kmax = ct.C.kappa_bounds(s.x0, ct.dhat, m_avg / h ** 2)
+        return float(min(KAPPA_FACTOR * kmin, kmax))
+
+    def initial_positions(self) -> dict:
+        return self.system.body_positions(self.system.x0)
+
+    def advance(self) -> FrameResult:
+        t0 = time.perf_counter()
+        st = self.scene.settings
+        its, contacts, dmin, missed = 0, 0, float("inf"), 0
+        n_steps = st.substeps * (FAST_SUBSTEPS if self.quality == "fast" else 1)
+        before = self.system.body_positions(self.stepper.x)
+        for k in range(n_steps):
+            if self.quality == "fast":
+                s = self.stepper.step(self.frame + (k + 1) / n_steps, stats=k == n_steps - 1)
+            else:
+                s = self.stepper.step(self.frame + (k + 1) / n_steps)
+            its += s.newton_iterations
+            contacts = max(contacts, s.contacts)
+            dmin = min(dmin, s.min_distance)
+            missed += 0 if s.converged else 1
+        self.frame += 1
+        after = self.system.body_positions(self.stepper.x)
+        stats = {"newton_iterations": its, "contacts": contacts, "seconds": time.perf_counter() - t0,
+                 "min_distance": dmin if np.isfinite(dmin) else None, "converged": missed == 0,
+                 "unconverged_steps": missed, "steps": n_steps}
+        if missed:
+            names, why = self.diagnose(before, after, n_steps, st.dt * st.substeps / n_steps)
+            stats["unconverged_objects"] = "\n".join(names)
+            cap = (f"Newton IPC stopped at Max Newton Iterations ({st.max_newton_iterations})" if self.quality != "fast"
+                   else f"a keyframed object or pinned vertex lagged behind its keyframe after the whole sweep "
+                        f"budget ({FAST_SWEEPS} sweeps a step and its extra budgets)")
+            stats["warning"] = f"{missed} of {n_steps} solver steps did not meet the tolerance ({cap}): {why}"
+        return FrameResult(self.frame, after, stats)
+
+    def diagnose(self, before: dict, after: dict, n_steps: int, h: float) -> tuple:
+        """(object names, sentence) for a frame that did not converge: the simulated objects that
+        moved too far per step (too fast: more than a tenth of their size) or whose elastic waves
+        cross them many times per step (too stiff for the time step), else the objects that moved
+        most. A heuristic that names the likely cause, not a proof."""
+        bodies = {b.name: b for b in self.scene.bodies}
+        fast, stiff, moved = [], [], []
+        for name, p1 in after.items():
+            b = bodies.get(name)
+            if b is None:
+                continue
+            size = float(np.linalg.norm(np.ptp(b.vertices, axis=0))) or 1.0
+            step = float(np.linalg.norm(np.asarray(p1, np.float64) - before[name], axis=1).max()) / max(n_steps, 1)
+            moved.append((step, name))
+            if step > 0.1 * size:
+                fast.append((name, f"{name} moves {step:.3g} m per step ({step / h:.3g} m/s), too fast for the time step"))
+                continue
+            m = b.material
+            rigid_body = b.role == "stiff"    # an affine body: no elastic waves
+            if b.role in ("solid", "cloth", "rod", "stiff") and not rigid_body:
+                crossings = (m.youngs_modulus / m.density) ** 0.5 * h / size
+                if crossings > 20.0:
+                    stiff.append((name, f"{name} is too stiff for the time step (Young's modulus {m.youngs_modulus:g} Pa: "
+                                 f"a wave crosses it {crossings:.0f} times per step)"))
+        if fast or stiff:
+            names = [n for n, _ in fast + stiff]
+            fix = "raise Substeps" + (", or lower Young's Modulus" if stiff else "") + \
+                  ("" if self.quality != "fast" else ", or use Solver Quality Accurate")
+            return names, "; ".join(t for _, t in fast + stiff) + f". Fix: {fix}."
+        moved.sort(reverse=True)
+        names = [n for d, n in moved[:3] if d > 0] or [n for d, n in moved[:1]]
+        fix = ("raise Max Newton Iterations or Substeps" if self.quality != "fast"
+               else "raise Substeps or use Solver Quality Accurate")
+        return names, (f"no object is too fast or too stiff; most likely hard contact or tight folds of "
+                       f"{', '.join(names)}. Fix: {fix}.")
+
+    def get_state(self) -> dict:
+        return {"x": self.stepper.x.copy(), "v": self.stepper.v.copy(), "frame": np.array(self.frame)}
+
+    def set_state(self, state: dict, frame: int) -> None:
+        x = np.asarray(state["x"], np.float64)
+        if x.shape != self.stepper.x.shape:
+            raise ValueError(f"state has {x.shape[0]} vertices, the scene has {self.stepper.x.shape[0]}")
+        self.stepper.x = x.copy()
+        self.stepper.v = np.asarray(state["v"], np.float64).copy()
+        self.stepper.history.reset()   # BDF-2 restarts from the resumed state alone (ipc/bdf2.py)
+        self.frame = int(frame)
+
+
+SMALL_PROBLEM = 20000  # elements; below this numba's thread start-up costs more than it saves
+
+
+def _choose_threads(system, fast: bool = False) -> None:
+    """Run small scenes single-threaded: per-kernel parallel launch overhead (ms on a loaded 2-core
+    machine) dominates kernels over a few thousand elements. The Fast solver decides per step from
+    its vertex count and the machine's load instead (blockdescent/stepper.py): its sweep batches
+    are long enough to pay for the threads from a few thousand vertices."""
+    import numba
+    el = system.elastic
+    n = len(el.tets) + len(el.tets10) + len(el.tris) + len(el.shells) + len(el.rod_edges) + len(el.rod_bends)
+    numba.set_num_threads(1 if n < SMALL_PROBLEM and not fast else numba.config.NUMBA_NUM_THREADS)
+
+
+def format_length(metres: float) -> str:
+    """A length for people: '2 mm', '0.35 m', '12 um' (3 significant digits)."""
+    a = abs(float(metres))
+    if a >= 0.1 or a == 0.0:
+        return f"{metres:.3g} m"
+    if a >= 1e-4:
+        return f"{metres * 1e3:.3g} mm"
+    return f"{metres * 1e6:.3g} um"
+
+
+def format_point(p) -> str:
+    """World position (m) as '(x, y, z) m' with millimetre resolution."""
+    return "(" + ", ".join(f"{float(c):.3f}" for c in p) + ") m"
+
+
+def _edge_triangle_point(x: np.ndarray, e: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Where the segment e (2 vertex ids) meets the plane of triangle f (3 ids); the segment's
+    midpoint when they are coplanar."""
+    p0, p1 = x[e[0]], x[e[1]]
+    a, b, c = x[f[0]], x[f[1]], x[f[2]]
+    n = np.cross(b - a, c - a)
+    den = float(n @ (p1 - p0))
+    if den == 0.0:
+        return 0.5 * (p0 + p1)
+    t = min(max(float(n @ (a - p0)) / den, 0.0), 1.0)
+    return p0 + t * (p1 - p0)
+
+
+def _refuse_quadratic_in_fast(scene: Scene) -> None:
+    """The Fast (block-descent) solver has linear tets only: name the first quadratic solid."""
+    for b in scene.bodies:
+        if b.role == "solid" and getattr(b.material, "element", "linear") == "quadratic":
+            raise SceneError(f"{b.name}: quadratic tetrahedra (Element: Quadratic) need the Accurate solver; set "
+                             "Solver to Accurate, or the object's Element to Linear for the Fast solver",
+                             b.name, "element")
+
+
+def _refuse_damping_in_fast(scene: Scene) -> None:
+    """The Fast (block-descent) solver has no material damping (ipc/damping.py): name the first
+    simulated body that asks for it."""
+    for b in scene.bodies:
+        if b.role in ("solid", "cloth", "rod") and getattr(b.material, "damping", 0.0) > 0.0:
+            raise SceneError(f"{b.name}: material Damping ({b.material.damping:g} s) needs the Accurate solver; set "
+                             "Solver to Accurate, or the object's Damping to 0 for the Fast solver",
+                             b.name, "damping")
+
+
+def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:
+    """{(body a, body b) with a <= b: world point (3,) of one edge-triangle intersection} from
+    find_intersections rows (edge index, face index), ignoring every pair whose two bodies are
+    colliders (colliders are prescribed; the solver never separates them)."""
+    out = {}
+    arr = np.asarray(hits, np.int64).reshape(-1, 2) if hits is not None else np.zeros((0, 2), np.int64)
+    if not len(arr):
+        return out
+    ba = mesh.vertex_body[mesh.edges[arr[:, 0], 0]]
+    bb = mesh.vertex_body[mesh.faces[arr[:, 1], 0]]
+    keep = ~(is_collider[ba] & is_collider[bb])
+    lo = np.minimum(ba, bb)[keep]
+    hi = np.maximum(ba, bb)[keep]
+    rows = arr[keep]
+    _, first = np.unique(lo * (len(is_collider) + 1) + hi, return_index=True)
+    for k in np.sort(first):
+        e, f = rows[k]
+        out[(int(lo[k]), int(hi[k]))] = _edge_triangle_point(x, mesh.edges[e], mesh.faces[f])
+    return out

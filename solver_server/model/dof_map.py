@@ -1,0 +1,136 @@
+"""The map from the solver's degrees of freedom z to the vertex positions x that contact, friction
+and CCD see: x = W z, applied per coordinate (J = W (x) I_3).
+
+z is an (n_z, 3) array whose first N rows are the vertex array itself; extra rows (4 per affine
+body: its translation p and the three rows of L A^T, see solver_server/bodies/affine.py) are appended.
+A vertex row is either its own DOF (weight 1 on itself: FEM nodes, cloth, rods, colliders) or
+*slaved*: x_i = sum_r w_ir z_r over a few extra rows (an affine body's surface vertex:
+w = (1, X_i / L)). Slaved rows of z are never free; ``sync`` keeps them equal to W z so that
+z[:N] is always the vertex array (output, elastic terms and tests read it directly).
+
+Chain rule: the gradient of a term written in x is W^T g_x (slaved rows' entries moved onto the
+rows they depend on), its Hessian W^T H W (each COO entry (r, c) spread over the rows of r and c;
+``pull_coo``). A linear path z + t p maps to the linear path x + t W p, so CCD on x is exact for
+steps in z. With no slaved vertex the map is the identity and every method returns its input.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, fastmath=False)
+def _apply(z, slaved, ptr, rows, w, out):
+    """out[i] = sum_r w z[r] for slaved vertices i (other rows untouched)."""
+    for s in range(slaved.size):
+        i = slaved[s]
+        for c in range(3):
+            out[i, c] = 0.0
+        for k in range(ptr[s], ptr[s + 1]):
+            r = rows[k]
+            for c in range(3):
+                out[i, c] += w[k] * z[r, c]
+
+
+@njit(cache=True, fastmath=False)
+def _pull_gradient(g, slaved, ptr, rows, w):
+    """In place on g (n_z, 3): add W^T g over slaved vertices, then zero their rows."""
+    for s in range(slaved.size):
+        i = slaved[s]
+        for k in range(ptr[s], ptr[s + 1]):
+            r = rows[k]
+            for c in range(3):
+                g[r, c] += w[k] * g[i, c]
+        for c in range(3):
+            g[i, c] = 0.0
+
+
+@njit(cache=True, fastmath=False)
+def _pull_coo(r_in, c_in, v_in, vptr, vrows, vw):
+    """W^T H W of COO triplets over scalar DOFs (3 i + c). vptr/vrows/vw: per vertex (all n_z rows)
+    the rows it depends on (itself with weight 1 unless slaved)."""
+    n = r_in.size
+    cnt = 0
+    for e in range(n):
+        a = r_in[e] // 3
+        b = c_in[e] // 3
+        cnt += (vptr[a + 1] - vptr[a]) * (vptr[b + 1] - vptr[b])
+    ro = np.empty(cnt, np.int64)
+    co = np.empty(cnt, np.int64)
+    vo = np.empty(cnt)
+    k = 0
+    for e in range(n):
+        a = r_in[e] // 3
+        ca = r_in[e] % 3
+        b = c_in[e] // 3
+        cb = c_in[e] % 3
+        for i in range(vptr[a], vptr[a + 1]):
+            for j in range(vptr[b], vptr[b + 1]):
+                ro[k] = 3 * vrows[i] + ca
+                co[k] = 3 * vrows[j] + cb
+                vo[k] = vw[i] * vw[j] * v_in[e]
+                k += 1
+    return ro, co, vo
+
+
+class DofMap:
+    """x = W z (see module doc). n_x vertices, n_z rows of z (>= n_x)."""
+
+    def __init__(self, n_x: int, n_z: int, slaved: np.ndarray = None, ptr: np.ndarray = None,
+                 rows: np.ndarray = None, weights: np.ndarray = None):
+        self.n_x = int(n_x)
+        self.n_z = int(n_z)
+        self.slaved = np.zeros(0, np.int64) if slaved is None else np.ascontiguousarray(slaved, np.int64)
+        self.ptr = np.zeros(1, np.int64) if ptr is None else np.ascontiguousarray(ptr, np.int64)
+        self.rows = np.zeros(0, np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+        self.w = np.zeros(0) if weights is None else np.ascontiguousarray(weights, np.float64)
+        self.identity = self.slaved.size == 0 and self.n_z == self.n_x
+        # per-row dependency lists over all n_z rows (for pull_coo)
+        cnt = np.ones(self.n_z, np.int64)
+        cnt[self.slaved] = np.diff(self.ptr)
+        self.vptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        vrows = np.arange(self.n_z, dtype=np.int64).repeat(cnt)
+        vw = np.ones(int(cnt.sum()))
+        if self.slaved.size:
+            # entry k of slaved vertex s (ptr[s] <= k < ptr[s+1]) goes to vptr[slaved[s]] + k - ptr[s]
+            k = np.arange(int(self.ptr[-1]), dtype=np.int64)
+            dst = np.repeat(self.vptr[self.slaved] - self.ptr[:-1], np.diff(self.ptr)) + k
+            vrows[dst] = self.rows
+            vw[dst] = self.w
+        self.vrows, self.vw = vrows, vw
+        self.is_slaved = np.zeros(self.n_z, bool)
+        self.is_slaved[self.slaved] = True
+
+    @classmethod
+    def identity_map(cls, n: int) -> "DofMap":
+        return cls(n, n)
+
+    def to_x(self, z: np.ndarray) -> np.ndarray:
+        """Vertex positions (n_x, 3) (or a displacement: the map is linear) of z (n_z, 3)."""
+        if self.identity:
+            return z
+        x = np.array(z[:self.n_x])
+        _apply(z, self.slaved, self.ptr, self.rows, self.w, x)
+        return x
+
+    def sync(self, z: np.ndarray) -> np.ndarray:
+        """z with its slaved rows set to W z (in place; returned)."""
+        if not self.identity:
+            _apply(z, self.slaved, self.ptr, self.rows, self.w, z)
+        return z
+
+    def pull_gradient(self, g_x: np.ndarray) -> np.ndarray:
+        """W^T g: g_x (3 n_x,) -> (3 n_z,)."""
+        if self.identity:
+            return g_x
+        g = np.zeros((self.n_z, 3))
+        g[:self.n_x] = np.asarray(g_x).reshape(-1, 3)
+        _pull_gradient(g, self.slaved, self.ptr, self.rows, self.w)
+        return g.ravel()
+
+    def pull_coo(self, rows, cols, vals) -> tuple:
+        """W^T H W of COO triplets (scalar DOF indices 3 i + c); duplicates are left for the CSR sum."""
+        if self.identity or len(rows) == 0:
+            return rows, cols, vals
+        return _pull_coo(np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(vals, np.float64),
+                         self.vptr, self.vrows, self.vw)

@@ -1,0 +1,353 @@
+"""The simulated system built from a protocol.scene.Scene: one global vertex array for every body
+(colliders included, their vertices prescribed), lumped masses, elastic terms, the collision surface
+and the prescribed (Dirichlet) vertices with their targets over time.
+
+Layout: bodies are stacked in scene order. A solid's block holds its tet nodes with the artist's
+vertices first (so output = the first n rows of the block, in the artist's order); cloth, rod and
+collider blocks are the mesh vertices. Units: SI (m, kg, s, Pa).
+
+Role handling: solid -> tetrahedralised neo-Hookean/SNH/FCR/StVK (Material.model), linear tets or, with
+Material.element == "quadratic", 10-node tets (mid-edge nodes appended after the corner nodes, HRZ-lumped
+mass, contact on the artist's triangles split at the mid-edge nodes, see :func:`split_surface`); stiff -> an affine
+body (solver_server/bodies/: 12 DOFs appended after the vertex rows, its surface vertices slaved through
+x = J q, see ipc/dof_map.py), or with ``affine=False`` (the Fast solver, which has no body DOFs yet)
+the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK
+membrane + shell bending (shell_bending.py), contact offset thickness/2; rod -> stretch + bending, offset thickness/2;
+collider -> prescribed by Body.animation (static if None).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from protocol.scene import Body, Scene, SceneError
+from .checks import check_solid, check_triangles, triangle_areas
+from .tetmesh import tetrahedralize
+from solver_server.energies import bending, elastic_tet, elastic_tet10, membrane, shell_bending
+from .dof_map import DofMap
+from solver_server.energies.elasticity import ElasticTerms
+from solver_server.energies.isotropic_models import MODEL_IDS, lame
+
+STIFF_MODULUS = 1.0e8  # Pa, floor on Young's modulus for the "stiff" role
+
+
+@dataclass
+class BodyBlock:
+    """Where one body lives in the global vertex array."""
+
+    name: str
+    role: str
+    index: int          # body id (contact)
+    offset: int         # first global vertex
+    n_nodes: int        # vertices in the block
+    n_out: int          # vertices returned to the client (the artist's count)
+
+
+@dataclass
+class System:
+    x0: np.ndarray                    # (N, 3) m
+    v0: np.ndarray                    # (N, 3) m/s
+    mass: np.ndarray                  # (N,) kg; 0 for collider vertices
+    dynamic: np.ndarray               # (N,) bool: has inertia/gravity (not a collider vertex)
+    elastic: ElasticTerms
+    blocks: list
+    coll_faces: np.ndarray            # (F, 3) int32 global
+    coll_edges: np.ndarray            # (E, 2) int32 global (faces' edges + rod edges)
+    vertex_offset: np.ndarray         # (N,) m, contact offsets
+    vertex_body: np.ndarray           # (N,) int32
+    body_friction: np.ndarray         # (B,)
+    body_self_contact: np.ndarray     # (B,) bool
+    body_static: np.ndarray           # (B,) bool
+    bc_index: np.ndarray              # (K,) int64 prescribed vertices (collider vertices + pins)
+    bc_samples: np.ndarray            # (n_frames, K, 3) float64 targets per sampled frame
+    frame_start: int
+    stats: dict = field(default_factory=dict)
+    # the solver's DOFs z = vertex rows + 4 rows per affine body (identity map without bodies)
+    dof_map: Optional[DofMap] = None
+    affine: Optional[object] = None       # solver_server.bodies.AffineBodies, or None
+    z0: Optional[np.ndarray] = None        # (n_z, 3)
+    vz0: Optional[np.ndarray] = None       # (n_z, 3)
+    mass_z: Optional[np.ndarray] = None    # (n_z,) kg: lumped inertia of free vertex rows (0 on slaved rows)
+    dynamic_z: Optional[np.ndarray] = None  # (n_z,) bool: lumped inertia/gravity applies (vertex rows only)
+    weight_z: Optional[np.ndarray] = None  # (n_z,) kg: residual / penalty weight (body rows: diag of Mbar)
+
+    def __post_init__(self):
+        if self.dof_map is None:
+            self.dof_map = DofMap.identity_map(self.n)
+            self.z0, self.vz0 = self.x0, self.v0
+            self.mass_z, self.dynamic_z = self.mass, self.dynamic
+            self.weight_z = np.where(self.dynamic, self.mass, 0.0)
+
+    @property
+    def n(self) -> int:
+        return int(self.x0.shape[0])
+
+    def bc_target(self, frame: float) -> np.ndarray:
+        """Targets (K, 3) of the prescribed vertices at a (fractional) frame, linear in time."""
+        f = frame - self.frame_start
+        last = self.bc_samples.shape[0] - 1
+        f = min(max(f, 0.0), float(last))
+        i0 = int(np.floor(f))
+        i1 = min(i0 + 1, last)
+        t = f - i0
+        return (1.0 - t) * self.bc_samples[i0] + t * self.bc_samples[i1]
+
+    def body_positions(self, x: np.ndarray) -> dict:
+        """name -> (n, 3) float32 output positions of every simulated body, artist vertex order."""
+        return {b.name: x[b.offset:b.offset + b.n_out].astype(np.float32)
+                for b in self.blocks if b.role != "collider"}
+
+
+def _solid(body: Body, mat_E: float, progress: Callable, tet_spacing: Optional[float]):
+    check_solid(body.name, body.vertices, body.triangles)
+    mesh = tetrahedralize(body.name, body.vertices, body.triangles, tet_spacing)
+    Dm_inv, vol = elastic_tet.rest_shape(mesh.nodes, mesh.tets)
+    if (vol <= 0).any():
+        raise SceneError(f"{body.name}: tetrahedralisation produced a flat element; remesh the object", body.name,
+                         "vertices")
+    return mesh, Dm_inv, vol
+
+
+def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing: Optional[dict] = None,
+                 affine: bool = True) -> System:
+    """Build the global system; ``tet_spacing`` optionally maps a body name to a lattice spacing (m).
+    ``affine``: stiff bodies become affine bodies (else stiff FEM solids)."""
+    progress = progress or (lambda s, f: None)
+    st = scene.settings
+    F = st.n_frames
+    xs, vs, ms, dyn, offs, vbody = [], [], [], [], [], []
+    blocks = []
+    faces, edges = [], []
+    tet_l, tet10_l, tri_l, hinge_l, rod_l, bend_l = [], [], [], [], [], []
+    fr, sc, stc = [], [], []
+    bc_idx, bc_s = [], []
+    abd_specs, abd_anim, abd_vel = [], [], []
+    off = 0
+    bodies = scene.bodies
+    for bi, body in enumerate(bodies):
+        progress("building", bi / max(len(bodies), 1))
+        mat = body.material
+        V = body.vertices.astype(np.float64)
+        tris = body.triangles.astype(np.int32)
+        n_out = V.shape[0]
+        vel = np.asarray(body.initial_velocity, np.float64)
+        if body.role == "stiff" and affine:
+            from solver_server.bodies import BodySpec, mass_properties
+            check_solid(body.name, V, tris)
+            if body.pin_indices.size:
+                raise SceneError(f"{body.name}: a stiff body cannot be pinned by a vertex group; keyframe the "
+                                 "object instead (it then follows its animation as a whole)", body.name, "pin_indices")
+            nodes = V
+            mp = mass_properties(V, tris, mat.density)
+            m = np.full(len(V), mp.mass / len(V))  # descriptive only (barrier mass scale); inertia is in z
+            o = np.zeros(len(V))
+            faces.append(tris + off)
+            abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1))
+            abd_anim.append(body.animation)
+            abd_vel.append(vel)
+        elif body.role in ("solid", "stiff"):
+            E = mat.youngs_modulus if body.role == "solid" else max(mat.youngs_modulus, STIFF_MODULUS)
+            mesh, Dm_inv, vol = _solid(body, E, progress, (tet_spacing or {}).get(body.name))
+            mu, lam = lame(E, mat.poisson_ratio)
+            T = len(mesh.tets)
+            per_tet = (Dm_inv, vol, np.full(T, mu), np.full(T, lam), np.full(T, MODEL_IDS[mat.model], np.int32))
+            if body.role == "solid" and mat.element == "quadratic":
+                nodes, t10 = elastic_tet10.add_midedge_nodes(mesh.nodes, mesh.tets)
+                tet10_l.append((t10 + off,) + per_tet)
+                m = elastic_tet10.lumped_mass(t10, vol, mat.density, len(nodes))
+                faces.append(split_surface(tris, t10) + off)
+            else:
+                nodes = mesh.nodes
+                tet_l.append((mesh.tets + off,) + per_tet)
+                m = np.zeros(len(nodes))
+                np.add.at(m, mesh.tets.ravel(), np.repeat(mat.density * vol / 4.0, 4))
+                faces.append(tris + off)
+            o = np.zeros(len(nodes))
+        elif body.role == "cloth":
+            check_triangles(body.name, V, tris)
+            nodes = V
+            Dm_inv, area = membrane.rest_shape(V, tris)
+            mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
+            k = len(tris)
+            tri_l.append((tris + off, Dm_inv, area, np.full(k, mu), np.full(k, lam), np.full(k, mat.thickness)))
+            sh = shell_bending.shell_stencils(tris)
+            if len(sh):
+                K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness)
+                hinge_l.append((sh + off, K, shell_bending.rest_thetas(V, sh)))
+            m = np.zeros(len(V))
+            np.add.at(m, tris.ravel(), np.repeat(mat.density * mat.thickness * triangle_areas(V, tris) / 3.0, 3))
+            o = np.full(len(V), 0.5 * mat.thickness)
+            faces.append(tris + off)
+        elif body.role == "rod":
+            nodes = V
+            e = body.edges.astype(np.int32)
+            rest = np.linalg.norm(V[e[:, 1]] - V[e[:, 0]], axis=1)
+            if (rest <= 1e-12).any():
+                raise SceneError(f"{body.name}: the rod has a zero-length edge; merge by distance", body.name, "edges")
+            area = np.pi * (0.5 * mat.thickness) ** 2
+            rod_l.append((e + off, rest, np.full(len(e), mat.youngs_modulus * area)))
+            s = bending.rod_stencils(e, len(V))
+            if len(s):
+                lbar = 0.5 * (np.linalg.norm(V[s[:, 1]] - V[s[:, 0]], axis=1) + np.linalg.norm(V[s[:, 2]] - V[s[:, 1]], axis=1))
+                bend_l.append((s + off, mat.bending_stiffness / lbar, _rest_d(1, V, s)))
+            m = np.zeros(len(V))
+            np.add.at(m, e.ravel(), np.repeat(mat.density * area * rest / 2.0, 2))
+            o = np.full(len(V), 0.5 * mat.thickness)
+            edges.append(e + off)
+            if len(tris):
+                faces.append(tris + off)
+        elif body.role == "collider":
+            check_triangles(body.name, V, tris)
+            nodes = V
+            m = np.zeros(len(V))
+            o = np.zeros(len(V))
+            faces.append(tris + off)
+            anim = body.animation.astype(np.float64) if body.animation is not None else np.repeat(V[None], F, 0)
+            bc_idx.append(np.arange(len(V)) + off)
+            bc_s.append(anim)
+        else:
+            raise SceneError(f"{body.name}: role {body.role!r} is not simulated by the IPC backend; use the mpm backend",
+                             body.name, "role")
+        if body.role not in ("collider", "stiff") and body.pin_indices.size:
+            p = body.pin_indices.astype(np.int64)
+            bc_idx.append(p + off)
+            bc_s.append(body.pin_targets.astype(np.float64) if body.pin_targets is not None
+                        else np.repeat(V[p][None], F, 0))
+        N = len(nodes)
+        if body.role != "collider" and (m <= 0).any():
+            raise SceneError(f"{body.name}: {int((m <= 0).sum())} vertices belong to no element (loose vertices); "
+                             "delete them", body.name, "vertices")
+        xs.append(nodes)
+        vs.append(np.repeat(vel[None], N, 0) if body.role != "collider" else np.zeros((N, 3)))
+        ms.append(m)
+        dyn.append(np.full(N, body.role != "collider"))
+        offs.append(o)
+        vbody.append(np.full(N, bi, np.int32))
+        fr.append(mat.friction)
+        sc.append(body.role in ("cloth", "rod"))
+        stc.append(body.role == "collider" and body.animation is None)
+        blocks.append(BodyBlock(body.name, body.role, bi, off, N, n_out))
+        off += N
+    progress("building", 1.0)
+    el = ElasticTerms(n_verts=off)
+    if tet_l:
+        el.tets, el.tet_Dm_inv, el.tet_vol, el.tet_mu, el.tet_lam, el.tet_model = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet_l)]
+    if tet10_l:
+        el.tets10, el.tet10_Dm_inv, el.tet10_vol, el.tet10_mu, el.tet10_lam, el.tet10_model = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet10_l)]
+    if tri_l:
+        el.tris, el.tri_Dm_inv, el.tri_area, el.tri_mu, el.tri_lam, el.tri_thick = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tri_l)]
+    if hinge_l:
+        el.shells, el.shell_K, el.shell_th0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*hinge_l)]
+    if rod_l:
+        el.rod_edges, el.rod_rest, el.rod_k = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*rod_l)]
+    if bend_l:
+        el.rod_bends, el.rod_kw, el.rod_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*bend_l)]
+    for name in ("tets", "tets10", "tris", "shells", "rod_edges", "rod_bends"):
+        setattr(el, name, np.ascontiguousarray(getattr(el, name), np.int32))
+    fc = np.concatenate(faces).astype(np.int32) if faces else np.zeros((0, 3), np.int32)
+    ec = _face_edges(fc)
+    if edges:
+        ec = np.unique(np.sort(np.concatenate([ec] + edges), axis=1), axis=0).astype(np.int32)
+    bc_index = np.concatenate(bc_idx).astype(np.int64) if bc_idx else np.zeros(0, np.int64)
+    bc_samples = np.concatenate(bc_s, axis=1) if bc_s else np.zeros((F, 0, 3))
+    if len(np.unique(bc_index)) != len(bc_index):
+        raise SceneError("a vertex is pinned twice; check the pin vertex groups", "", "pin_indices")
+    x0 = np.ascontiguousarray(np.concatenate(xs))
+    sysm = System(x0=x0, v0=np.concatenate(vs), mass=np.concatenate(ms), dynamic=np.concatenate(dyn), elastic=el,
+                  blocks=blocks, coll_faces=fc, coll_edges=ec, vertex_offset=np.concatenate(offs),
+                  vertex_body=np.concatenate(vbody), body_friction=np.array(fr, np.float64),
+                  body_self_contact=np.array(sc, bool), body_static=np.array(stc, bool), bc_index=bc_index,
+                  bc_samples=bc_samples, frame_start=st.frame_start,
+                  stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off)})
+    if abd_specs:
+        _add_affine_bodies(sysm, abd_specs, abd_anim, abd_vel, F)
+    return sysm
+
+
+def _add_affine_bodies(s: System, specs: list, anims: list, vels: list, n_frames: int) -> None:
+    """Append 4 rows per affine body to the DOF vector z, slave the bodies' vertices to them and
+    turn keyframed stiff bodies into prescribed bodies (their rows fitted to each sampled frame)."""
+    from solver_server.bodies import AffineBodies
+    N = s.n
+    for b, sp in enumerate(specs):
+        sp.row0 = N + 4 * b
+    ab = AffineBodies(specs)
+    n_z = N + 4 * ab.n
+    slaved, ptr, rows, w = ab.map_arrays()
+    s.affine = ab
+    s.dof_map = DofMap(N, n_z, slaved, ptr, rows, w)
+    s.z0 = np.concatenate([s.x0, ab.rest_rows()])
+    s.dof_map.sync(s.z0)
+    vz = np.concatenate([s.v0, np.zeros((4 * ab.n, 3))])
+    for b in range(ab.n):
+        vz[ab.row0[b]] = vels[b]
+    vz[slaved] = s.dof_map.to_x(vz)[slaved]
+    s.vz0 = vz
+    s.mass_z = np.concatenate([np.where(s.dof_map.is_slaved[:N], 0.0, s.mass), np.zeros(4 * ab.n)])
+    s.dynamic_z = np.concatenate([s.dynamic & ~s.dof_map.is_slaved[:N], np.zeros(4 * ab.n, bool)])
+    s.weight_z = np.concatenate([np.where(s.dynamic_z[:N], s.mass_z[:N], 0.0), ab.diag_mass_rows()])
+    idx, smp = [s.bc_index], [s.bc_samples]
+    for b, anim in enumerate(anims):
+        if anim is None:
+            continue
+        rows_f = np.stack([ab.fit_rows(b, anim[f]) for f in range(n_frames)])  # (F, 4, 3)
+        idx.append(np.arange(4, dtype=np.int64) + ab.row0[b])
+        smp.append(rows_f)
+        s.z0[ab.row0[b]:ab.row0[b] + 4] = rows_f[0]
+    s.dof_map.sync(s.z0)
+    s.bc_index = np.concatenate(idx).astype(np.int64)
+    s.bc_samples = np.concatenate(smp, axis=1)
+    s.stats["affine_bodies"] = ab.n
+
+
+def split_surface(tris: np.ndarray, tets10: np.ndarray) -> np.ndarray:
+    """Contact triangles (k, 3) of a quadratic solid: each artist triangle split at the mid-edge nodes
+    of those of its edges that are tet edges (4 triangles when all three are, 3, 2 or 1 otherwise;
+    Delaunay may cut a flat quad along the other diagonal, so an artist edge need not be a tet edge).
+    Whether an edge is split depends on the edge alone, so neighbouring triangles agree and the split
+    surface is closed. Orientation is kept. Node indices as in ``tets10`` (corners = artist vertices)."""
+    tris = np.asarray(tris, np.int64)
+    N = int(max(tets10.max(), tris.max())) + 1
+    e = np.sort(tets10[:, elastic_tet10.EDGES].reshape(-1, 2).astype(np.int64), axis=1)
+    key, first = np.unique(e[:, 0] * N + e[:, 1], return_index=True)
+    mids = tets10[:, 4:].reshape(-1)[first].astype(np.int64)
+    a, b = tris, np.roll(tris, -1, axis=1)  # edges (v0,v1), (v1,v2), (v2,v0)
+    k = np.minimum(a, b) * N + np.maximum(a, b)
+    i = np.minimum(np.searchsorted(key, k), key.size - 1)
+    m = np.where(key[i] == k, mids[i], -1)  # (T, 3) mid-edge node of each edge or -1
+    has = m >= 0
+    n_mid = has.sum(axis=1)
+    # rotate each triangle so that its split edges come first: edge 0 split (and edge 1 when two are)
+    r = np.where(n_mid == 1, np.argmax(has, axis=1), (np.argmin(has, axis=1) + 1) % 3)
+    idx = (r[:, None] + np.arange(3)) % 3
+    v = np.take_along_axis(tris, idx, axis=1)
+    mm = np.take_along_axis(m, idx, axis=1)
+    v0, v1, v2, m0, m1, m2 = v[:, 0], v[:, 1], v[:, 2], mm[:, 0], mm[:, 1], mm[:, 2]
+    out = []
+    s = n_mid == 3
+    out += [np.stack(t, 1)[s] for t in ((v0, m0, m2), (m0, v1, m1), (m2, m1, v2), (m0, m1, m2))]
+    s = n_mid == 2
+    out += [np.stack(t, 1)[s] for t in ((m0, v1, m1), (v0, m0, m1), (v0, m1, v2))]
+    s = n_mid == 1
+    out += [np.stack(t, 1)[s] for t in ((v0, m0, v2), (m0, v1, v2))]
+    out.append(tris[n_mid == 0])
+    return np.concatenate(out).astype(np.int32)
+
+
+def _rest_d(kind: int, V: np.ndarray, stencils: np.ndarray) -> np.ndarray:
+    f = bending.hinge_d if kind == 0 else bending.rod_d
+    d = np.array([np.linalg.norm(f(V, s)[0]) for s in stencils])
+    d[d < 1e-6] = 0.0  # flat / straight rest state: use the smooth |d|^2 form
+    return d
+
+
+def _face_edges(faces: np.ndarray) -> np.ndarray:
+    if not len(faces):
+        return np.zeros((0, 2), np.int32)
+    e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
+    return np.unique(e, axis=0).astype(np.int32)

@@ -1,0 +1,316 @@
+"""Implicit Euler (or BDF-2) as energy minimisation (book: "Optimization time integrator"):
+
+  x^{n+1} = argmin_x  1/2 |x - x_tilde|_M^2 + h^2 (Psi_el(x) - sum_i m_i g.x_i + kappa B(x) + D_f(x))
+                      + kappa_M/2 sum_{i in pen} m_i |x_i - x_hat_i|^2,
+  x_tilde = x^n + h v^n, v^{n+1} = (x^{n+1} - x^n) / h.
+
+With ``integrator="bdf2"`` the same objective is solved with h -> 2h/3 and x^n, v^n -> the BDF-2
+combinations of the last two states (ipc/bdf2.py); friction's slip is then measured from that x_hat.
+Bodies with Material.damping k_d > 0 add h/2 (x - x_hat)^T k_d K(x^n) (x - x_hat) (Rayleigh damping,
+ipc/damping.py).
+
+Prescribed vertices (collider vertices, pins) follow their targets x_hat(t^{n+1}): moved directly and
+eliminated from the solve when the straight move from x^n is collision free and inverts nothing
+(book: "DOF elimination"); otherwise pulled there by the penalty term whose stiffness kappa_M doubles
+until they arrive ("Moving boundary conditions"), then snapped and eliminated. Friction is lagged
+(normal forces and tangents frozen at x^n, FRICTION_UPDATES re-solves). Units: SI.
+
+The unknown is the DOF array z (n_z, 3) of ``System.dof_map`` (ipc/dof_map.py): the vertex rows plus
+4 rows per affine body (solver_server/bodies/). Elastic terms read the vertex rows of z directly;
+contact, friction and CCD see x = W z and are pulled back by the chain rule (W^T g, W^T H W); the
+affine bodies add their inertia (exact mass matrix), gravity and orthogonality energy on their rows.
+Without affine bodies z is the vertex array and every map is the identity.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from .assembly import FreePattern, free_block
+from solver_server.integrators.bdf2 import History, gravity_rows
+from solver_server.integrators.damping import StepDamping
+from .linear_solve import LinearSolver
+from .newton import projected_newton
+from solver_server.model.system import System
+from solver_server.integrators.step_stats import StepStats
+
+PIN_TOL = 1e-7          # m: a penalised vertex this close to its target is snapped and eliminated
+KAPPA_M0 = 1.0e3        # initial penalty stiffness (dimensionless multiplier of the mass), book's DBC_stiff
+FRICTION_UPDATES = 0    # extra lagged-friction re-solves per step (normal forces and tangents refreshed at the
+                        # solved x). 1 cost ~15 Newton iterations a step on the folding drape (docs/solver.md)
+
+
+class IncrementalPotential:
+    """The objective of one implicit-Euler step (see module doc)."""
+
+    def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
+                 contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
+                 pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
+                 damping: Optional[StepDamping] = None):
+        """h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
+        x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None."""
+        self.s = sys
+        self.D = sys.dof_map
+        self.ab = sys.affine
+        self.nx = sys.n
+        self.h = h
+        self.x_n = x_n
+        self.x_hat = x_n if x_hat is None else x_hat
+        self.x_tilde = self.x_hat + h * v_n
+        self.damping = damping
+        self.g = gravity
+        self.contact = contact
+        self.m = sys.mass_z
+        self.dyn = sys.dynamic_z
+        self.pen_idx = pen_idx
+        self.pen_target = pen_target
+        self.kappa_m = kappa_m
+        wz = sys.weight_z
+        mbar = float(wz[wz > 0].mean()) if (wz > 0).any() else 1.0
+        self.pen_w = np.where(wz[pen_idx] > 0, wz[pen_idx], mbar) if len(pen_idx) else np.zeros(0)
+        fixed_v = fixed | self.D.is_slaved
+        self.fixed = fixed_v
+        free_v = ~fixed_v
+        self.free_dofs = np.nonzero(np.repeat(free_v, 3))[0]
+        self.dof_map = -np.ones(3 * self.D.n_z, np.int64)
+        self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
+        self.cands = None
+        self._ls_cands = None      # candidates of the last line-search segment
+        self._next_cands = None    # candidates valid at the accepted point (set by accepted())
+        self.pattern = pattern if pattern is not None else FreePattern(*sys.elastic.patterns(), self.dof_map,
+                                                                        self.free_dofs.size)
+        M3 = np.repeat(np.where(self.dyn, self.m, 0.0), 3)
+        self.M3 = M3
+        self.mass_dofs = np.repeat(wz, 3)[self.free_dofs]
+        # body of each free DOF for the stopping rule's per-body net-force test (newton.py); every extra
+        # row of z (affine-body translation / L A^T rows) is a group of its own
+        nb = int(sys.vertex_body.max()) + 1 if sys.n else 0
+        grp = np.concatenate([np.asarray(sys.vertex_body, np.int64), nb + np.arange(self.D.n_z - sys.n)])
+        self.dof_group = np.repeat(grp, 3)[self.free_dofs]
+
+    # --- pieces --------------------------------------------------------------------------------
+    def _energy(self, x: np.ndarray, cands) -> float:
+        h2 = self.h * self.h
+        d = (x - self.x_tilde)[self.dyn]
+        m = self.m[self.dyn]
+        e = 0.5 * float((m[:, None] * d * d).sum()) - h2 * float((m[:, None] * x[self.dyn] * self.g).sum())
+        if self.ab is not None:
+            e += self.ab.energy(x, self.x_tilde, self.g, h2)
+        el = self.s.elastic.energy(x[:self.nx])
+        if not np.isfinite(el):
+            return np.inf
+        e += h2 * el
+        if self.damping is not None:
+            e += self.h * self.damping.energy(x[:self.nx] - self.x_hat[:self.nx])
+        if len(self.pen_idx):
+            dp = x[self.pen_idx] - self.pen_target
+            e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
+        if self.contact is not None:
+            xs = self.D.to_x(x)
+            e += h2 * self.contact.energy(xs, cands)
+            e += h2 * self.contact.friction_energy(xs, self.h)
+        return e
+
+    def energy(self, x: np.ndarray) -> float:
+        cands = self.contact.candidates(self.D.to_x(x)) if self.contact is not None else None
+        return self._energy(x, cands)
+
+    def prepare(self, x: np.ndarray) -> None:
+        """Contact candidates at x: the previous line-search segment's set when x is its accepted
+        point (every pair within dhat anywhere on the segment is in it), else a fresh broad phase."""
+        if self.contact is None:
+            return
+        if self._next_cands is not None:
+            self.cands, self._next_cands = self._next_cands, None
+        else:
+            self.cands = self.contact.candidates(self.D.to_x(x))
+
+    def accepted(self, x: np.ndarray) -> None:
+        """x was accepted by the line search on the last segment: reuse its candidates at x."""
+        self._next_cands = self._ls_cands
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        h2 = self.h * self.h
+        g = (self.M3 * (x - self.x_tilde).ravel())
+        g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
+        if self.damping is not None:
+            g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
+        if self.ab is not None:
+            g += self.ab.gradient(x, self.x_tilde, self.g, h2)
+        if len(self.pen_idx):
+            gp = np.zeros_like(x)
+            gp[self.pen_idx] = self.kappa_m * self.pen_w[:, None] * (x[self.pen_idx] - self.pen_target)
+            g += gp.ravel()
+        if self.contact is not None:
+            xs = self.D.to_x(x)
+            gc = h2 * self.contact.gradient(xs, self.cands)
+            gf = self.contact.friction_gradient(xs, self.h)
+            if gf is not None:
+                gc = gc + h2 * gf
+            g += self.D.pull_gradient(gc)
+        return g
+
+    def hessian(self, x: np.ndarray):
+        h2 = self.h * self.h
+        _, _, v = self.s.elastic.hessian(x[:self.nx])
+        diag = self.M3.copy()
+        if len(self.pen_idx):
+            dp = np.zeros_like(x)
+            dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
+            diag += dp.ravel()
+        if self.damping is not None:
+            v = h2 * v + self.h * self.damping.vals
+        else:
+            v = h2 * v
+        H = self.pattern.matrix(v, diag[self.free_dofs])
+        nf = self.free_dofs.size
+        if self.ab is not None:
+            ra, ca, va = self.ab.hessian(x, h2)
+            H = H + free_block(ra, ca, va, self.dof_map, nf)
+        if self.contact is not None:
+            xs = self.D.to_x(x)
+            rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
+            if len(rb):
+                H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
+            fh = self.contact.friction_hessian(xs, self.h)
+            if fh is not None and len(fh[0]):
+                fr, fc, fv = self.D.pull_coo(*fh)
+                H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
+        return H
+
+    def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
+        a = 1.0
+        if self.contact is not None:
+            a = min(a, self.contact.max_step(self.D.to_x(x), self.D.to_x(p)))
+        return a
+
+    def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
+        cands = (self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1)) if self.contact is not None
+                 else None)
+        self._ls_cands = cands
+        return lambda x: self._energy(x, cands)
+
+    def valid(self, x: np.ndarray) -> bool:
+        if self.ab is not None and self.ab.min_det(x) <= 0.0:
+            return False
+        return self.s.elastic.min_tet_volume_ratio(x[:self.nx]) > 0.0
+
+
+class TimeStepper:
+    """Advances the system's state (x, v) by substeps of length h."""
+
+    def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
+                 linear_solver: str = "direct", integrator: str = "implicit_euler",
+                 damping: Optional[np.ndarray] = None):
+        """damping: (N,) s per vertex Rayleigh coefficient k_d (ipc/damping.py), None or all 0: off."""
+        self.s = sys
+        self.h = float(h)
+        self.gravity = np.asarray(gravity, np.float64)
+        self.tol = float(newton_tol)
+        self.max_iter = int(max_iter)
+        self.contact = contact
+        self.linear_solver = LinearSolver(linear_solver)
+        self._patterns = {}  # fixed-vertex mask -> FreePattern of the elastic Hessian
+        self.D = sys.dof_map
+        self.x = sys.z0.copy()   # the DOF array z (n_z, 3); its first N rows are the vertex positions
+        self.v = sys.vz0.copy()
+        self.static_fixed = np.zeros(self.D.n_z, bool)
+        self.history = History(integrator, gravity_rows(sys, self.gravity))
+        self.kd = None if damping is None or not np.any(np.asarray(damping) > 0) else np.asarray(damping, np.float64)
+
+    def _try_direct(self, x: np.ndarray, idx: np.ndarray, target: np.ndarray) -> bool:
+        """Move the prescribed vertices idx straight to target if that path is collision and inversion
+        free; modifies x in place and returns True on success."""
+        if not len(idx):
+            return True
+        p = np.zeros_like(x)
+        p[idx] = target - x[idx]
+        if not np.any(p):
+            return True
+        if self.contact is not None and self.contact.max_step(self.D.to_x(x), self.D.to_x(p)) < 1.0:
+            return False
+        xn = x + p
+        if self.s.elastic.min_tet_volume_ratio(xn[:self.s.n]) <= 0.0:
+            return False
+        x[idx] = target
+        self.D.sync(x)
+        return True
+
+    def _pattern(self, fixed: np.ndarray) -> FreePattern:
+        key = np.packbits(fixed).tobytes()
+        pat = self._patterns.get(key)
+        if pat is None:
+            free = np.nonzero(np.repeat(~(fixed | self.D.is_slaved), 3))[0]
+            dof_map = -np.ones(3 * self.D.n_z, np.int64)
+            dof_map[free] = np.arange(free.size)
+            if len(self._patterns) > 4:
+                self._patterns.clear()
+            pat = self._patterns[key] = FreePattern(*self.s.elastic.patterns(), dof_map, free.size)
+        return pat
+
+    def step(self, frame_end: float, start: Optional[np.ndarray] = None) -> StepStats:
+        """One implicit-Euler (or BDF-2) step ending at (fractional) frame ``frame_end``. ``start``: the
+        first Newton iterate (a DOF array like ``x``, intersection free and with no inverted element,
+        e.g. another solver's approximate step); default x^n."""
+        t0 = time.perf_counter()
+        s = self.s
+        st = StepStats()
+        x_n = self.x.copy()
+        x = self.x.copy() if start is None else np.array(start, np.float64)
+        x_hat, v_hat, h_e = self.history.targets(x_n, self.v, self.h)
+        damp = StepDamping(s.elastic, x_n[:s.n], self.kd) if self.kd is not None else None
+        fixed = np.zeros(self.D.n_z, bool)
+        pen_idx = np.zeros(0, np.int64)
+        pen_t = np.zeros((0, 3))
+        if len(s.bc_index):
+            target = s.bc_target(frame_end)
+            if self._try_direct(x, s.bc_index, target):
+                fixed[s.bc_index] = True
+            else:
+                pen_idx, pen_t = s.bc_index, target
+        if self.contact is not None:
+            xs_n = self.D.to_x(x_n)
+            self.contact.friction_setup(xs_n, self.contact.candidates(xs_n))
+            self.contact.x_prev = np.array(self.D.to_x(x_hat))   # slip velocity (x - x_hat) / h_e
+        kappa_m = KAPPA_M0
+        updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
+        for _round in range(60):
+            ip = IncrementalPotential(s, x_n, v_hat, h_e, self.gravity, self.contact, fixed, pen_idx, pen_t,
+                                      kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp)
+            res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
+            x = res.x
+            st.newton_iterations += res.iterations
+            st.converged = st.converged and res.converged
+            if len(pen_idx):
+                err = np.linalg.norm(x[pen_idx] - pen_t, axis=1)
+                close = err < PIN_TOL
+                # snap the ones that are close (and those whose remaining path is clear)
+                if self._try_direct(x, pen_idx, pen_t):
+                    fixed[pen_idx] = True
+                    pen_idx, pen_t = np.zeros(0, np.int64), np.zeros((0, 3))
+                    continue
+                if close.all():
+                    break
+                kappa_m *= 2.0
+                continue
+            if updates > 0 and self.contact is not None:
+                updates -= 1
+                xs = self.D.to_x(x)
+                self.contact.friction_setup(xs, self.contact.candidates(xs))
+                self.contact.x_prev = np.array(self.D.to_x(x_hat))
+                continue
+            break
+        self.D.sync(x)
+        self.history.push(x_n, self.v)
+        self.v = (x - x_hat) / h_e
+        self.x = x
+        if self.contact is not None:
+            xs = self.D.to_x(x)
+            cands = self.contact.candidates(xs)
+            st.contacts = self.contact.count_active(xs, cands)
+            st.min_distance = self.contact.min_distance(xs, cands)
+        st.seconds = time.perf_counter() - t0
+        return st
