@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # solver_server/ (this file is in runtime/)
 _KEEP = 4
 LOCATORS = ",".join(("solver_server.runtime.numba_locator.PackageRelativeLocator", "UserProvidedCacheLocator",
                      "InTreeCacheLocator", "UserWideCacheLocator", "IPythonCacheLocator", "ZipCacheLocator"))

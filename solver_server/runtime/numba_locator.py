@@ -29,7 +29,7 @@ from numba.core.caching import UserProvidedCacheLocator
 
 from . import kernel_cache
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # solver_server/ (this file is in runtime/)
 
 
 def package_subpath(py_file: str) -> Optional[str]:

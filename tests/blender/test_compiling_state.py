@@ -44,7 +44,7 @@ def _kernel_cache_module():
     """solver_server/runtime/kernel_cache.py loaded on its own: importing the package would point this
     process's NUMBA_CACHE_DIR at the default folder, which every later server would inherit."""
     spec = importlib.util.spec_from_file_location("_clearance_kernel_cache",
-                                                  os.path.join(ROOT, "solver_server", "kernel_cache.py"))
+                                                  os.path.join(ROOT, "solver_server", "runtime", "kernel_cache.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

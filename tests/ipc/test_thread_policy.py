@@ -1,8 +1,8 @@
-"""The numba thread policy (ipc/threads.py) takes this process's own CPU use out of the load
+"""The numba thread policy (solver_server/threads.py) takes this process's own CPU use out of the load
 average, so a bake's own threads do not make it fall back to one thread."""
 import math
 
-from solver_server.contact import threads
+from solver_server import threads
 
 
 def test_own_load_tracks_a_steady_cpu_rate_with_the_load_average_time_constant():

@@ -20,7 +20,7 @@ def test_fingerprint_changes_when_any_source_changes(tmp_path):
     shutil.copytree(os.path.join(ROOT, "solver_server"), pkg, ignore=shutil.ignore_patterns("__pycache__"))
     first = kernel_cache.tree_fingerprint(str(pkg))
     assert first == kernel_cache.tree_fingerprint(os.path.join(ROOT, "solver_server"))
-    with open(pkg / "mpm" / "kernels.py", "a") as f:
+    with open(pkg / "solvers" / "mpm" / "kernels.py", "a") as f:
         f.write("\n# edited\n")
     assert kernel_cache.tree_fingerprint(str(pkg)) != first
 
