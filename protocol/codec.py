@@ -19,7 +19,7 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import msgpack
 import numpy as np
@@ -40,14 +40,26 @@ ENVELOPE_KEYS = ("id", "type", "version", "parent", "timestamp", "body", "arrays
 class Limits:
     """Bounds a receiver enforces before touching array data (bytes)."""
 
-    max_array_bytes: int = 2 * 1024 ** 3
-    max_message_bytes: int = 8 * 1024 ** 3
-    max_header_bytes: int = 64 * 1024 ** 2
+    max_array_bytes: int = 512 * 1024 ** 2
+    max_message_bytes: int = 512 * 1024 ** 2
+    """Largest message, header and arrays together (512 MiB: a Submit of ~4 million animated
+    vertices-frames; ``clearance-server serve --max-message-mb`` raises it). The server also
+    caps every ZeroMQ frame with it (MAXMSGSIZE), so no single frame above it is ever stored."""
+    max_header_bytes: int = 16 * 1024 ** 2
+    """Largest header frame. Headers hold names, settings and materials (arrays travel in their
+    own frames): a 1,000-body Submit has a header of about 1 MB."""
     max_ndim: int = 4
     max_arrays: int = 100_000
     max_depth: int = 32
     """Deepest nesting of lists/maps in the header (the deepest real message, a Submit, uses 5);
     bounded so that a hostile message cannot exhaust the receiver's recursion limit."""
+    max_items: int = 1 << 20
+    """Most entries of all lists and maps of one header together (and of any one of them). A
+    header of one-byte empty maps would otherwise become ~70 bytes of Python object per byte
+    received; with this bound decoding builds at most ~2 * max_items objects (~150 MB, a fraction
+    of a second) whatever the header's size. A 1,000-body Submit has about 60,000."""
+    max_str_bytes: int = 1024 ** 2
+    """Longest string or binary value in a header (names are at most 1,024 characters, paths 4,096)."""
 
 
 DEFAULT_LIMITS = Limits()
@@ -146,12 +158,16 @@ def _buffer(frame: Any) -> memoryview:
     return memoryview(frame)
 
 
-def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
+def decode(frames: list, limits: Limits = DEFAULT_LIMITS,
+           check_body: Optional[Callable[[str, dict, str], None]] = None) -> tuple:
     """Decode ZeroMQ frames into ``(Envelope, body dict)``; arrays are np.frombuffer views.
 
     Raises ProtocolError for anything malformed: header not msgpack or not a map, missing or
     extra envelope keys, ill-typed envelope values, unknown dtype, bad shape, array count
     mismatch, byte length not equal to dtype size times shape, sizes over ``limits``.
+    ``check_body(type, body, msg_id)`` (decode_message's: known type, known fields) runs once the
+    envelope and the declared sizes are checked, before any array frame is looked at and before
+    the body is walked.
     """
     if not frames:
         raise ProtocolError("empty message", "header")
@@ -167,12 +183,30 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
         refs.append(r)
         return r
 
+    # Decoding cost is bounded by the limits, not by the header's size: msgpack refuses any one
+    # list, map, string or binary over its bound from its length prefix (before building it),
+    # and the hooks below count the entries of every finished list and map, stopping the
+    # decoder as soon as the header holds more than max_items in all.
+    items = [0]
+
+    def count(obj: Any) -> Any:
+        items[0] += len(obj) + 1
+        if items[0] > limits.max_items:
+            raise ProtocolError(f"header holds more than {limits.max_items} list and map entries", "header")
+        return obj
+
     try:
-        header = msgpack.unpackb(head, raw=False, ext_hook=ext_hook, strict_map_key=True)
+        header = msgpack.unpackb(head, raw=False, ext_hook=ext_hook, strict_map_key=True, object_hook=count,
+                                 list_hook=count, max_array_len=limits.max_items, max_map_len=limits.max_items,
+                                 max_str_len=limits.max_str_bytes, max_bin_len=limits.max_str_bytes, max_ext_len=4)
     except ProtocolError:
         raise
     except Exception as e:  # msgpack raises several types
-        raise ProtocolError(f"header is not valid msgpack ({e})", "header") from None
+        if isinstance(e, ValueError) and "exceeds max_" in str(e):   # from a length prefix, nothing built
+            raise ProtocolError(f"header holds a list, map or string over the receiver's limit ({str(e)[:200]}): "
+                                f"at most {limits.max_items} list and map entries, {limits.max_str_bytes} bytes "
+                                "per string", "header") from None
+        raise ProtocolError(f"header is not valid msgpack ({str(e)[:200]})", "header") from None
     if not isinstance(header, dict):
         raise ProtocolError("header must be a msgpack map", "header")
     msg_id = header.get("id") if isinstance(header.get("id"), str) else None
@@ -240,6 +274,8 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
                                 f"limit of {limits.max_message_bytes} bytes per message; send less per message",
                                 "arrays", msg_id)
         sizes.append((dt, shape, nbytes))
+    if check_body is not None:   # unknown type or field: refused before the body is walked
+        check_body(header["type"], body, msg_id)
     arrays = []
     for i, (dt, shape, nbytes) in enumerate(sizes):
         buf = _buffer(frames[1 + i])
@@ -265,22 +301,27 @@ def _declared_nbytes(d: Any) -> int:
         return 0
 
 
-def _resolve(obj: Any, arrays: list, depth: int, msg_id: Optional[str], field: str = "body") -> Any:
-    """Replace array references by the arrays; refuse nesting deeper than ``depth`` levels
-    (so neither this nor any later walk of the body can run out of recursion)."""
+def _resolve(obj: Any, arrays: list, depth: int, msg_id: Optional[str], path: tuple = ()) -> Any:
+    """Replace array references by the arrays, in place; refuse nesting deeper than ``depth``
+    levels (so neither this nor any later walk of the body can run out of recursion). Scalars
+    are not visited one by one and the field path (a tuple of keys and indexes) is only turned
+    into text for an error, so the walk costs a few operations per entry."""
     if isinstance(obj, _Ref):
         return arrays[obj.index]
-    if isinstance(obj, (dict, list)) and depth <= 0:
-        raise ProtocolError("nested too deeply (lists and maps inside each other)", field, msg_id)
-    if isinstance(obj, dict):
-        return {k: _resolve(v, arrays, depth - 1, msg_id, _child(field, k)) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_resolve(v, arrays, depth - 1, msg_id, f"{field}[{i}]"[:512]) for i, v in enumerate(obj)]
+    if depth <= 0:
+        raise ProtocolError("nested too deeply (lists and maps inside each other)", _path_text(path), msg_id)
+    for k, v in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
+        if isinstance(v, (dict, list, _Ref)):   # replacing a value never resizes the container
+            obj[k] = _resolve(v, arrays, depth - 1, msg_id, (*path, k))
     return obj
 
 
-def _child(field: str, key: Any) -> str:
-    """Field path of a map entry (``scene.bodies``); keys are cut short, since they come from
-    the sender and the path is echoed back in the error."""
-    key = str(key)[:64]
-    return key if field == "body" else f"{field}.{key}"[:512]
+def _path_text(path: tuple) -> str:
+    """Field path of an entry, as in ``scene.bodies[1].material``, from the body down. Keys are
+    cut short, since they come from the sender and the path is echoed back in the error."""
+    text = "body"
+    for k in path:
+        text = f"{text}[{k}]" if isinstance(k, int) else (str(k)[:64] if text == "body" else f"{text}.{str(k)[:64]}")
+        if len(text) > 512:
+            return text[:512]
+    return text

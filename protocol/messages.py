@@ -319,20 +319,33 @@ def encode_message(msg: Message, version: tuple = PROTOCOL_VERSION, peer_version
     return encode(msg.TYPE, body, msg_id=msg.id, parent=msg.parent, timestamp=msg.timestamp, version=version)
 
 
+def _check_body(msg_type: str, body: dict, msg_id: Optional[str]) -> None:
+    """Refuse an unknown message type or body field from the header alone, before the decoder
+    walks the body or looks at an array (what a hostile header costs stays small)."""
+    cls = MESSAGE_TYPES.get(msg_type)
+    if cls is None:
+        raise ProtocolError(f"unknown message type {str(msg_type)[:64]!r}; known: {sorted(MESSAGE_TYPES)}", "type",
+                            msg_id)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in body_fields(cls))
+    for k in body:
+        if k not in names:
+            raise ProtocolError(f"unknown field {str(k)[:64]!r}", str(k)[:64] or "body", msg_id)
+
+
+_FIELD_NAMES: dict = {}
+
+
 def decode_message(frames: list, limits: Limits = DEFAULT_LIMITS) -> tuple:
     """Decode and validate frames: returns ``(message, envelope version (major, minor))``.
 
     Raises ProtocolError (with ``msg_id`` when the envelope was readable) naming the field.
     """
-    env, body = decode(frames, limits)
-    cls = MESSAGE_TYPES.get(env.type)
-    if cls is None:
-        raise ProtocolError(f"unknown message type {env.type!r}; known: {sorted(MESSAGE_TYPES)}", "type", env.id)
+    env, body = decode(frames, limits, _check_body)
+    cls = MESSAGE_TYPES[env.type]
     try:
         fields = {f.name: f for f in body_fields(cls)}
-        for k in body:
-            if k not in fields:
-                raise ProtocolError(f"unknown field {str(k)[:64]!r}", str(k)[:64] or "body")
         kw = {}
         for name, f in fields.items():
             if name not in body:

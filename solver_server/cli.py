@@ -114,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plaintext", action="store_true",
                    help="allow a non-loopback bind without a key (only behind an SSH tunnel or a VPN)")
     s.add_argument("--workers", type=int, default=1, help="jobs running at once (default 1)")
-    s.add_argument("--max-array-mb", type=float, default=2048.0, help="largest array accepted, MiB (default 2048)")
-    s.add_argument("--max-message-mb", type=float, default=8192.0,
-                   help="largest message accepted (all its arrays together), MiB (default 8192); a bigger one is "
+    s.add_argument("--max-array-mb", type=float, default=512.0, help="largest array accepted, MiB (default 512)")
+    s.add_argument("--max-message-mb", type=float, default=512.0,
+                   help="largest message accepted (all its arrays together), MiB (default 512); ZeroMQ drops the "
+                        "connection of a peer sending a bigger frame before storing it, and a bigger message is "
                         "refused from its header before anything is allocated for it")
     s.set_defaults(func=_serve)
     k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret), or "
