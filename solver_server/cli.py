@@ -18,8 +18,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.secret:
         print("clearance-server: warning: --secret is visible to every user of this machine (ps, /proc); use "
               "--secret-file FILE or $CLEARANCE_SECRET", file=sys.stderr, flush=True)
-    if not (args.max_array_mb > 0 and args.max_message_mb > 0):
-        print("clearance-server: --max-array-mb and --max-message-mb must be positive", file=sys.stderr, flush=True)
+    if not (args.max_array_mb > 0 and args.max_message_mb > 0 and args.max_queued_mb > 0 and args.max_queued_jobs > 0):
+        print("clearance-server: --max-array-mb, --max-message-mb, --max-queued-mb and --max-queued-jobs must be "
+              "positive", file=sys.stderr, flush=True)
         return 2
     limits = Limits(max_array_bytes=int(args.max_array_mb * 1024 * 1024),
                     max_message_bytes=int(args.max_message_mb * 1024 * 1024))
@@ -27,7 +28,8 @@ def _serve(args: argparse.Namespace) -> int:
         secret = resolve_secret(args.secret, args.secret_file)
         curve_key = keys.read_secret_key(args.key_file) if args.key_file else keys.secret_key_from_env()
         server = Server(args.bind, secret=secret, workers=args.workers, limits=limits, curve_key=curve_key,
-                        plaintext=args.plaintext, authorized_keys=args.authorized_keys)
+                        plaintext=args.plaintext, authorized_keys=args.authorized_keys,
+                        max_held_bytes=int(args.max_queued_mb * 1024 * 1024), max_held_jobs=args.max_queued_jobs)
     except ValueError as e:
         print(f"clearance-server: {e}", file=sys.stderr, flush=True)
         return 2
@@ -119,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest message accepted (all its arrays together), MiB (default 512); ZeroMQ drops the "
                         "connection of a peer sending a bigger frame before storing it, and a bigger message is "
                         "refused from its header before anything is allocated for it")
+    s.add_argument("--max-queued-mb", type=float, default=2048.0,
+                   help="queue budget: scene data held for queued and running jobs together, MiB (default 2048); "
+                        "a submit beyond it is refused with code busy")
+    s.add_argument("--max-queued-jobs", type=int, default=64,
+                   help="most jobs queued or running at once (default 64)")
     s.set_defaults(func=_serve)
     k = sub.add_parser("keygen", help="write the server's CurveZMQ keypair (server.key, server.key_secret), or "
                                       "a client's (--client NAME)")

@@ -46,6 +46,7 @@ class Job:
     resume: bool
     owner: bytes            # ZeroMQ identity of the submitting client
     submit_id: str          # id of the Submit message (parent of job errors)
+    nbytes: int = 0         # bytes of the scene's arrays the server holds for the job until it ends
     state: str = "queued"   # queued | running | cancelling | done | cancelled | failed
     frame: int = 0
     frames_done: int = 0
@@ -66,6 +67,13 @@ class Job:
 
 JobEvent = Callable[[Job, tuple], None]
 """on_event(job, event): runner events ("progress"/"frame"/"end", ...) forwarded to the server."""
+
+
+def scene_nbytes(scene: Scene) -> int:
+    """Bytes of a scene's arrays (vertices, triangles, animation ...): what a job holds in the
+    server's memory while it waits or runs."""
+    from protocol.scenewire import BODY_ARRAYS
+    return sum(int(getattr(getattr(b, name, None), "nbytes", 0) or 0) for b in scene.bodies for name in BODY_ARRAYS)
 
 
 class _Exiting:
@@ -116,8 +124,20 @@ class JobManager:
         return [j.conn for j in self.running() if j.conn is not None]
 
     # -- lifecycle --------------------------------------------------------------------------
+    def held(self) -> tuple:
+        """(jobs, bytes of their scenes) the server holds now: every queued or running job keeps
+        its scene in memory until it ends (the queue budget counts these)."""
+        active = [j for j in self.jobs.values() if j.active]
+        return len(active), sum(j.nbytes for j in active)
+
+    def owners(self) -> set:
+        """ZeroMQ identities of the clients whose jobs are queued or running (their sessions are
+        kept: a client that only receives frames must still be able to cancel)."""
+        return {j.owner for j in self.jobs.values() if j.active}
+
     def submit(self, scene: Scene, cache_dir: str, resume: bool, owner: bytes, submit_id: str) -> Job:
-        job = Job(uuid.uuid4().hex, scene, cache_dir, resume, owner, submit_id, frame=scene.settings.frame_start)
+        job = Job(uuid.uuid4().hex, scene, cache_dir, resume, owner, submit_id, frame=scene.settings.frame_start,
+                  nbytes=scene_nbytes(scene))
         self.jobs[job.id] = job
         self.queue.append(job)
         return job

@@ -39,6 +39,10 @@ HEARTBEAT = 1.0
 """Seconds between repeated Progress messages of a running job whose child is silent."""
 RCVHWM = 100
 """Messages queued per peer before ZeroMQ stops reading its connection (clients send a few)."""
+MAX_HELD_BYTES = 2 * 1024 ** 3
+"""Default queue budget: bytes of scene arrays held for queued and running jobs (``--max-queued-mb``)."""
+MAX_HELD_JOBS = 64
+"""Default most jobs queued or running at once (``--max-queued-jobs``)."""
 
 
 class Server:
@@ -49,11 +53,15 @@ class Server:
                  limits: Limits = DEFAULT_LIMITS, context: Optional[zmq.Context] = None,
                  protocol_version: tuple = PROTOCOL_VERSION, max_sessions: int = 4096,
                  curve_key: Optional[tuple] = None, plaintext: bool = False,
-                 authorized_keys: Optional[str] = None):
+                 authorized_keys: Optional[str] = None, max_held_bytes: int = MAX_HELD_BYTES,
+                 max_held_jobs: int = MAX_HELD_JOBS):
         """``curve_key``: (public, secret) Z85 keys (protocol.keys.read_secret_key) to encrypt
         every connection; ``plaintext``: allow a non-loopback bind without a key;
         ``authorized_keys``: a folder of client public keys (``*.key``): only those clients
-        complete the CurveZMQ handshake (ZAP), so no other peer can send anything at all."""
+        complete the CurveZMQ handshake (ZAP), so no other peer can send anything at all.
+        ``max_held_bytes`` / ``max_held_jobs``: the queue budget, bytes of scene arrays and jobs
+        the server holds for queued and running jobs together; a Submit beyond it is refused
+        (code ``busy``)."""
         check_bind(bind, secret, curve_key is not None, plaintext)
         self._auth = None
         self.authorized = 0     # client keys admitted (0: any client that knows the server's key)
@@ -71,6 +79,8 @@ class Server:
             self.authorized = n_keys
         self.secret = secret
         self.limits = limits
+        self.max_held_bytes = int(max_held_bytes)
+        self.max_held_jobs = int(max_held_jobs)
         self.protocol_version = tuple(protocol_version)
         self._ctx = context or zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
@@ -243,6 +253,10 @@ class Server:
             self._error(identity, "scene", f"backend {scene.settings.backend!r} is not available on this server; "
                         f"available: {list(self.backends)}", msg.id, "backend")
             return
+        refusal = self._over_budget(scene)
+        if refusal:
+            self._error(identity, "busy", refusal, msg.id, "scene")
+            return
         # msg.cache_dir passed check_cache_dir() when the message was decoded (no NUL, bounded
         # depth, not a root); what depends on this machine is checked here.
         cache_dir = msg.cache_dir
@@ -284,6 +298,24 @@ class Server:
         self._send(identity, Accepted(job.id, parent=msg.id))
         self._progress(job, "queued", job.frame, 0.0, "waiting for a worker" if self.jobs.running() else "")
         self.jobs.tick()
+
+    def _over_budget(self, scene) -> str:
+        """Why one more job with ``scene`` would exceed the queue budget ("" when it fits). Every
+        queued or running job keeps its scene in the server's memory until it ends, so the budget
+        bounds that memory whatever the clients submit."""
+        from .jobs import scene_nbytes
+        n, held = self.jobs.held()
+        need = scene_nbytes(scene)
+        if n + 1 > self.max_held_jobs:
+            return (f"the server already has {n} jobs queued or running (limit {self.max_held_jobs}, clearance-server "
+                    "serve --max-queued-jobs); wait for one to finish or cancel one, then submit again")
+        if held + need > self.max_held_bytes:
+            mib = 1024 * 1024
+            return (f"the server's job queue is full: {n} queued or running jobs hold {held / mib:.1f} MiB of scenes "
+                    f"and this one needs {need / mib:.1f} MiB, over the limit of {self.max_held_bytes / mib:.0f} MiB "
+                    "(clearance-server serve --max-queued-mb); wait for a job to finish or cancel one, then submit "
+                    "again")
+        return ""
 
     # -- loop -------------------------------------------------------------------------------
     def serve_forever(self, ready: Optional[threading.Event] = None) -> None:
