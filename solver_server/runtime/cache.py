@@ -120,8 +120,45 @@ def os_error_text(e: OSError, path: str, action: str = "write") -> str:
 
 def _atomic_write(path: str, write: Callable) -> None:
     """Write through ``write(file)`` to a temporary and rename it into place; on any failure
-    remove the temporary and raise CacheError naming ``path``."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    remove the temporary and raise CacheError naming ``path``.
+
+    Nothing outside the folder of ``path`` can be written: the folder is opened without
+    following a symlink (a linked ``frames/`` is refused with ELOOP), the temporary is created
+    relative to that open folder with O_EXCL | O_NOFOLLOW (a link planted under its name is
+    never followed), and the rename happens inside the same open folder (a rename replaces a
+    link at ``path`` itself, never its target)."""
+    folder, name = os.path.split(path)
+    tmp = f"{name}.tmp{os.getpid()}"
+    if not _DIR_FD:   # no dir_fd (Windows): plain paths, after the link checks of check_tree()
+        _atomic_write_paths(path, os.path.join(folder, tmp), write)
+        return
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise CacheError(_link_text(folder) if e.errno == errno.ELOOP or os.path.islink(folder)
+                         else os_error_text(e, path), folder) from e
+    try:
+        try:
+            with contextlib.suppress(FileNotFoundError):   # a stale temporary of a dead process with our pid
+                os.unlink(tmp, dir_fd=dfd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
+            with open(fd, "wb") as f:
+                write(f)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            if isinstance(e, OSError):
+                raise CacheError(os_error_text(e, path), path) from e
+            raise
+    finally:
+        os.close(dfd)
+
+
+_DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
+
+
+def _atomic_write_paths(path: str, tmp: str, write: Callable) -> None:
     try:
         with open(tmp, "wb") as f:
             write(f)
@@ -134,6 +171,12 @@ def _atomic_write(path: str, write: Callable) -> None:
         raise
 
 
+def _link_text(path: str) -> str:
+    """The one-line refusal of a symbolic link inside a cache folder."""
+    return (f"{path} is a symbolic link; a bake writes only inside its own cache folder and refuses links in it: "
+            "remove the link or choose another cache folder")
+
+
 def _read_regular(path: str, limit: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
 
@@ -141,8 +184,11 @@ def _read_regular(path: str, limit: int) -> bytes:
     under a cache file's name is refused at once instead of blocking the reader forever.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+                     | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
+        if e.errno == errno.ELOOP or os.path.islink(path):
+            raise CacheError(_link_text(path), path) from e
         raise CacheError(os_error_text(e, path, "read"), path) from e
     try:
         st = os.fstat(fd)
@@ -233,11 +279,26 @@ class JobCache:
             raise CacheError(f"cannot use {self.root} as the cache folder: it is not a folder", self.root)
 
     def ensure(self) -> None:
+        """Create ``frames/`` and ``state/``; CacheError when either is a symlink (makedirs
+        would accept a link to a folder elsewhere) or cannot be created."""
         for d in (self.frames_dir, self.state_dir):
+            if os.path.islink(d):
+                raise CacheError(_link_text(d), d)
             try:
                 os.makedirs(d, exist_ok=True)
             except OSError as e:
                 raise CacheError(os_error_text(e, d, "create"), d) from e
+
+    def check_tree(self) -> None:
+        """Refuse the folder when anything in it, ``frames/`` and ``state/`` is a symbolic link
+        (CacheError naming the first one). A link would let a bake write or remove files
+        outside its folder (a linked ``frames/`` overwrote a user's files; two caches linked to
+        one ``frames/`` reported each other's frames), so the whole tree the bake owns must be
+        real files and folders. The folder itself was resolved by the caller (realpath)."""
+        for sub in ("", FRAMES_DIR, STATE_DIR):
+            for e in self._entries(sub):
+                if e.is_symlink():
+                    raise CacheError(_link_text(e.path), e.path)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -313,8 +374,10 @@ class JobCache:
 
         Raises CacheError, naming the file, when ``scene.json`` is there but damaged or not
         Clearance's, or when the folder has no scene.json and holds anything else (a user's
-        folder): the bake would otherwise overwrite or delete files that are not its own.
+        folder): the bake would otherwise overwrite or delete files that are not its own; and
+        when anything in the tree is a symbolic link (:meth:`check_tree`).
         """
+        self.check_tree()
         if self._scene_info() is not None:
             return True
         other = self._foreign_entry()
@@ -362,7 +425,8 @@ class JobCache:
         """True when the folder holds a bake of this scene (resume from it), False when there is
         no previous bake (no scene.json; the folder must then hold only our files). Raises
         SceneError(field="scene") when it holds a bake of a different scene, CacheError (naming
-        the file) when scene.json is damaged or foreign."""
+        the file) when scene.json is damaged or foreign, or a link is in the tree."""
+        self.check_tree()
         info = self._scene_info()
         if info is None:
             self.check_owner()
