@@ -88,13 +88,18 @@ class Sessions:
 
     ROUTER sockets do not report disconnects, so without a bound every connection that ever
     said Hello (or guessed a wrong secret) would stay in memory for good. At most
-    ``max_entries`` are kept, least recently used dropped first. Dropping is safe: a dropped
+    ``max_entries`` are kept, least recently used dropped first, except the identities
+    ``keep()`` returns: the owners of queued and running jobs, whose clients may do nothing
+    but receive frames for hours and must still be able to cancel (4,200 Hellos of others used
+    to evict such a client, and its Cancel then failed while the job ran on). Those are at most
+    the server's job limit, so the table stays bounded. Dropping is otherwise safe: a dropped
     "refused" peer must still give the right secret, a dropped "ok" peer (idle for longest)
     gets code ``handshake`` and says Hello again.
     """
 
-    def __init__(self, max_entries: int = 4096):
+    def __init__(self, max_entries: int = 4096, keep: Callable[[], set] = set):
         self.max_entries = max(1, int(max_entries))
+        self.keep = keep
         self._d: "OrderedDict[bytes, str]" = OrderedDict()
 
     def get(self, identity: bytes) -> Optional[str]:
@@ -106,20 +111,29 @@ class Sessions:
     def set(self, identity: bytes, state: str) -> None:
         self._d[identity] = state
         self._d.move_to_end(identity)
-        while len(self._d) > self.max_entries:
-            self._d.popitem(last=False)
+        if len(self._d) <= self.max_entries:
+            return
+        kept = self.keep()
+        for old in list(self._d):   # oldest first; stops at the first one it may drop
+            if len(self._d) <= self.max_entries:
+                break
+            if old not in kept and old != identity:
+                del self._d[old]
 
     def __len__(self) -> int:
         return len(self._d)
 
 
 class AuthThrottle:
-    """Limit wrong-secret guesses per peer address (a secret server only).
+    """Limit wrong-secret guesses per peer (a secret server only).
 
-    After ``max_failures`` wrong secrets from one address within ``window`` seconds, every
-    Hello from that address is refused (code ``auth``, the message says for how long) for
-    ``lockout`` seconds, the right secret included: guessing drops from hundreds a second to
-    a handful a minute. At most ``max_addresses`` addresses are tracked (oldest dropped).
+    A peer is the key the server passes (server._peer_key: a client's listed CurveZMQ key, else
+    its ZeroMQ connection), never an IP address: issue 20 found five wrong secrets from one peer
+    locking out every client behind the same NAT or SSH tunnel. After ``max_failures`` wrong
+    secrets from one peer within ``window`` seconds, every Hello from that peer is refused (code
+    ``auth``, the message says for how long) for ``lockout`` seconds, the right secret included.
+    (A connection that sent one wrong secret is refused for good anyway; this bounds a listed key
+    that reconnects.) At most ``max_addresses`` peers are tracked (oldest dropped).
     """
 
     def __init__(self, max_failures: int = 5, window: float = 60.0, lockout: float = 60.0,
@@ -133,7 +147,7 @@ class AuthThrottle:
         self._locked: "OrderedDict[str, float]" = OrderedDict()  # address -> locked until
 
     def locked_for(self, address: Optional[str]) -> float:
-        """Seconds left of the address's lockout (0 when it may try)."""
+        """Seconds left of the peer's lockout (0 when it may try); ``address`` is the peer's key."""
         if address is None:
             return 0.0
         until = self._locked.get(address)
@@ -146,7 +160,7 @@ class AuthThrottle:
         return left
 
     def failure(self, address: Optional[str]) -> None:
-        """Record a wrong secret from ``address``; lock it out after too many."""
+        """Record a wrong secret from peer ``address``; lock it out after too many."""
         if address is None:
             return
         now = self.clock()
@@ -163,15 +177,16 @@ class AuthThrottle:
 
 
 class PreauthRate:
-    """Limit what peers that have not authenticated may send, per address (a secret server only):
-    the connection-rate limit of issue 8 item 5.
+    """Limit what a peer that has not authenticated may send (a secret server only).
 
-    ZeroMQ hides connections, but every new connection must send at least a Hello before it can
-    do anything, so counting messages from not-yet-authenticated peers counts connections. At
-    most ``max_messages`` such messages per address in any ``window`` seconds are parsed (a
-    client needs one or two); beyond that the peer's messages are answered with code ``auth``
-    ("too many connections") without being decoded, and nothing is stored for the peer. At most
-    ``max_addresses`` addresses are tracked (least recently seen dropped first).
+    Keyed per peer (its listed CurveZMQ key, else its ZeroMQ connection; issue 20 item 6), not
+    per address: 31 junk messages from one peer used to lock every client at that address out
+    for 10 s. At most ``max_messages`` messages of one unauthenticated peer in any ``window``
+    seconds are parsed (a client needs one or two); beyond that its messages are answered with
+    code ``auth`` without being decoded, and nothing is stored for it. At most
+    ``max_addresses`` peers are tracked (least recently seen dropped first). What a flood of new
+    connections costs is bounded per message instead (one frame of at most PREAUTH_MAX_BYTES,
+    decoded within Limits.max_items).
     """
 
     def __init__(self, max_messages: int = 30, window: float = 10.0, max_addresses: int = 4096,

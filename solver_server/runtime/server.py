@@ -102,9 +102,12 @@ class Server:
         self.sock.bind(addr)
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT) if addr.startswith("tcp://") else bind
         self.jobs = JobManager(self._job_event, workers)
-        self.sessions = Sessions(max_sessions)   # identity -> "ok" | "refused", bounded
-        self.throttle = AuthThrottle()           # wrong-secret guesses per peer address
-        self.preauth_rate = PreauthRate()        # messages before Hello per peer address (connection rate)
+        # identity -> "ok" | "refused", bounded; the owners of queued and running jobs are never evicted
+        self.sessions = Sessions(max_sessions, keep=lambda: self.jobs.owners())
+        # Both per peer identity (the client's listed CurveZMQ key, else its ZeroMQ connection), never per
+        # address: a peer behind the same NAT or SSH tunnel as a client cannot lock that client out.
+        self.throttle = AuthThrottle()           # wrong-secret guesses per peer
+        self.preauth_rate = PreauthRate()        # messages before Hello per peer
         self._stop = threading.Event()
         self._last_progress: dict = {}  # job id -> (monotonic time, Progress fields)
         from solver_server.backends import available
@@ -167,11 +170,12 @@ class Server:
 
     def _handle_message(self, identity: bytes, frames: list) -> None:
         session = self.sessions.get(identity)
+        peer = _peer_key(identity, frames[0])
         if session != "ok" and self.secret:
-            wait = self.preauth_rate.allow(_peer_address(frames[0]))
-            if wait > 0:   # a flood of new connections from one address: only a small header's id is read
-                self._error(identity, "auth", f"too many connections from {_peer_address(frames[0])} without the "
-                            f"secret; try again in {wait:.0f} s", _small_header_id(frames[0]))
+            wait = self.preauth_rate.allow(peer)
+            if wait > 0:   # a flood of messages from one unauthenticated peer: only a small header's id is read
+                self._error(identity, "auth", f"too many messages from this connection without the secret; say "
+                            f"Hello with the secret, or try again in {wait:.0f} s", _small_header_id(frames[0]))
                 return
         if session != "ok" and (len(frames) != 1 or _nbytes(frames[0]) > PREAUTH_MAX_BYTES):
             # Before Hello only small one-frame messages (hello, ping) are even parsed.
@@ -195,8 +199,10 @@ class Server:
                         msg.id)
             return
         if isinstance(msg, Hello):
-            self._hello(identity, msg, _peer_address(frames[0]))
+            self._hello(identity, msg, peer)
             return
+        if session != "ok" and isinstance(msg, (Cancel, Status)) and self._owns(identity, msg.job_id):
+            session = "ok"   # the job's own connection: its job id is its token, whatever the table forgot
         if session != "ok":
             if self.secret:
                 self._error(identity, "auth", "send Hello with the server's secret first", msg.id)
@@ -223,19 +229,24 @@ class Server:
         return (f"protocol version mismatch: the server speaks {version_str(self.protocol_version)}, the client "
                 f"speaks {version_str(theirs)}; install matching versions of the add-on and the server")
 
-    def _hello(self, identity: bytes, msg: Hello, address: Optional[str] = None) -> None:
+    def _owns(self, identity: bytes, job_id: str) -> bool:
+        """True when ``job_id`` names a queued or running job submitted on connection ``identity``."""
+        job = self.jobs.jobs.get(job_id)
+        return job is not None and job.active and job.owner == identity
+
+    def _hello(self, identity: bytes, msg: Hello, peer: Optional[str] = None) -> None:
         if not compatible(msg.protocol_version, self.protocol_version):
             self._error(identity, "version", self._version_text(msg.protocol_version), msg.id, "protocol_version")
             return
         if self.secret:
-            wait = self.throttle.locked_for(address)
+            wait = self.throttle.locked_for(peer)
             if wait > 0:
-                self._error(identity, "auth", f"too many wrong secrets from {address}; try again in {wait:.0f} s",
+                self._error(identity, "auth", f"too many wrong secrets from this client; try again in {wait:.0f} s",
                             msg.id, "secret")
                 return
         if not secret_ok(self.secret, msg.secret):
             self.sessions.set(identity, "refused")
-            self.throttle.failure(address)
+            self.throttle.failure(peer)
             self._error(identity, "auth", "wrong or missing secret", msg.id, "secret")
             return
         self.sessions.set(identity, "ok")
@@ -380,12 +391,15 @@ def _small_header_id(frame) -> Optional[str]:
     return mid if isinstance(mid, str) and 0 < len(mid) <= 64 else None
 
 
-def _peer_address(frame) -> Optional[str]:
-    """The sender's IP address of a received tcp frame (None for inproc/ipc or bytes)."""
+def _peer_key(identity: bytes, frame) -> str:
+    """Who a message is from, for the throttles: the client's CurveZMQ public key when ZAP admitted
+    it (``--authorized-keys``: the same key across reconnects), else the ZeroMQ routing id of its
+    connection. Never the IP address, which a NAT or an SSH tunnel shares between clients."""
     try:
-        return frame.get("Peer-Address")
+        user = frame.get("User-Id")
     except Exception:
-        return None
+        user = None
+    return f"key:{user}" if user else f"connection:{identity.hex()}"
 
 
 def job_start(job: Job) -> int:
