@@ -225,15 +225,28 @@ class BakeSession:
             print(f"clearance: {message}", file=self._log, flush=True)
 
     def cancel(self) -> None:
-        """Ask the server to stop; the session ends when its Done(cancelled) arrives."""
-        if self.state == RUNNING and self.job_id:
+        """Ask the server to stop; the session ends when its Done(cancelled) arrives.
+
+        A Cancel the server refuses because it forgot this connection (code handshake or auth)
+        is sent again after a new Hello. A Cancel that still fails is never taken for a cancel:
+        the job may be running on, so the bake fails with a message saying so (a later Bake into
+        the same folder would otherwise meet a surprising ``busy``)."""
+        if self.state != RUNNING or not self.job_id:
+            return
+        try:
             try:
                 self.client.cancel(self.job_id)
-                self._status("Cancelling…")
-            except (ServerUnreachable, RemoteError) as exc:
-                self.state = CANCELLED
-                self._status(f"Cancelled (server did not answer: {exc})")
-                self.close()
+            except RemoteError as exc:
+                if exc.code not in ("handshake", "auth"):
+                    raise
+                self.client.connect()
+                self.client.cancel(self.job_id)
+            self._status("Cancelling…")
+        except (ServerUnreachable, RemoteError) as exc:
+            reason = exc.message if isinstance(exc, RemoteError) else str(exc)
+            self._fail(f"could not cancel job {self.job_id[:8]} ({reason}); it may still be baking into "
+                       f"{self.folder}, and a new bake there is refused as busy until it ends")
+            self.close()
 
     def _cancel_quietly(self) -> None:
         try:

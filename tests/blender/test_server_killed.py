@@ -97,3 +97,29 @@ def test_server_killed_mid_bake_keeps_frames_and_resume_finishes(blender, server
     assert np.abs(world_positions(ob, 1) - world_positions(ob, 10)).max() > 0.1
     for f, want in expected.items():
         assert np.abs(world_positions(ob, f) - want).max() < 1e-5, f
+
+
+def test_a_cancel_that_fails_is_not_reported_as_cancelled(blender, servers, tmp_path):
+    """Issue 20 item 5: a Cancel the server never confirmed used to end the bake as "Cancelled",
+    while the job could run on. Here the server is killed mid-bake and Cancel is pressed before
+    anything noticed: the bake fails, naming the job, the folder and why."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 10
+    ob = cube("box", size=1.0, location=(0, 0, 1))
+    ob.clearance.role = "SOLID"
+    s = scene.clearance
+    s.backend = "none"
+    s.cache_folder = str(tmp_path / "cache")
+    addon("preferences").get().timeout = 3.0
+    proc, s.server_address = servers()
+    session, bs = _session(tmp_path, resume=False)
+    session.start()
+    while session.poll(0.1) and (session.last_frame or 0) < 2:
+        pass
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    session.cancel()
+    assert session.state == bs.FAILED and session.state != bs.CANCELLED
+    assert "could not cancel job" in session.error and str(tmp_path / "cache") in session.error, session.error
+    assert "\n" not in session.error
+    assert s.last_error == session.error and not s.is_baking
