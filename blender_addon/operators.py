@@ -28,7 +28,7 @@ from . import preferences, server_process, solver_launch
 from .solver_setup import DONE as SETUP_DONE, FAILED as SETUP_FAILED, SolverSetup
 from .bake_session import CANCELLED, DONE, BakeSession, error_text
 from .export import export_scene, role_objects
-from .writeback import CACHE_MODIFIER, cache_dir, check_cache_paths, free_object, free_server_cache
+from .writeback import CACHE_MODIFIER, cache_dir, check_cache_paths, claim_cache_dir, free_object, free_server_cache
 
 _sessions: dict = {}  # scene name -> running BakeSession (UI mode)
 
@@ -210,6 +210,7 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
             export = export_scene(context)
             folder = cache_dir(scene)
             check_cache_paths(export.scene.simulated())
+            claim_cache_dir(folder)
             # The previous bake stays until the new job's first frame arrives (BakeSession): a scene
             # the server refuses keeps it playable. The server clears its own cache for a fresh bake.
             client = connect(context)
@@ -227,6 +228,10 @@ class CLEARANCE_OT_bake(bpy.types.Operator):
             return None
         except (ServerUnreachable, VersionMismatch) as exc:   # VersionMismatch: Fast asked of a 1.0 server
             _report_error(self, scene, str(exc))
+            return None
+        except OSError as exc:   # the cache folder cannot be created (permissions, a file in the way ...)
+            _report_error(self, scene, f"Cannot use the Cache Folder {folder}: {exc.strerror or exc}; choose another "
+                                       "folder (Physics > Clearance Bake > Settings > Cache Folder)")
             return None
         return session
 
@@ -376,7 +381,12 @@ class CLEARANCE_OT_free_bake(bpy.types.Operator):
         try:
             folder = cache_dir(scene)
         except SceneError:
-            folder = None  # unsaved file with a relative folder: nothing was written there
+            folder = None  # unsaved file with a relative folder (or a file in the way): nothing was written there
+        if folder:
+            try:
+                claim_cache_dir(folder, claim=False)
+            except SceneError as exc:   # another .blend's caches: not this file's to remove
+                return _report_error(self, scene, str(exc))
         objs = set(role_objects(scene)) | {o for o in scene.objects if o.modifiers.get(CACHE_MODIFIER)}
         for obj in objs:
             free_object(obj, folder)

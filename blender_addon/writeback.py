@@ -121,13 +121,79 @@ def free_transform_bake(obj: bpy.types.Object) -> None:
         obj.pop(k, None)
 
 
+DEFAULT_CACHE_FOLDER = "//clearance_cache/"
+"""The Cache Folder's default. It stands for ``//clearance_cache/<blend name>/``: each .blend of a
+folder gets its own caches (two files sharing one folder used to overwrite each other's .pc2)."""
+
+OWNER_FILE = "clearance_blend.json"
+"""In a cache folder: which .blend baked into it (:func:`claim_cache_dir`)."""
+
+
 def cache_dir(scene: bpy.types.Scene) -> str:
-    """Absolute cache folder of ``scene``; SceneError when it is relative to an unsaved .blend."""
-    folder = scene.clearance.cache_folder or "//clearance_cache/"
+    """Absolute cache folder of ``scene``: the Cache Folder, or for the default
+    ``//clearance_cache/`` the sub-folder named after the .blend file (``shot.blend`` ->
+    ``//clearance_cache/shot/``). SceneError, one line naming the folder and the fix, when it is
+    relative to an unsaved .blend, or when it (or a folder above it) is a file."""
+    folder = scene.clearance.cache_folder or DEFAULT_CACHE_FOLDER
     if folder.startswith("//") and not bpy.data.filepath:
         raise SceneError("The cache folder is relative to the .blend file (//), but the file is not saved yet: "
                          "save the .blend or choose an absolute Cache Folder.", "", "cache_folder")
-    return os.path.normpath(bpy.path.abspath(folder))
+    path = os.path.normpath(bpy.path.abspath(folder))
+    if folder.replace("\\", "/").rstrip("/") == DEFAULT_CACHE_FOLDER.rstrip("/") and bpy.data.filepath:
+        stem = os.path.splitext(os.path.basename(bpy.data.filepath))[0]
+        path = os.path.join(path, bpy.path.clean_name(stem) if stem else "untitled")
+    probe = path
+    while probe and not os.path.lexists(probe):   # the nearest existing folder must be a folder
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if probe and os.path.lexists(probe) and not os.path.isdir(probe):
+        raise SceneError(f"The Cache Folder {path} cannot be used: {probe} is a file, not a folder; choose a folder "
+                         "(Physics > Clearance Bake > Settings > Cache Folder).", "", "cache_folder")
+    return path
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def claim_cache_dir(folder: str, claim: bool = True) -> None:
+    """Make ``folder`` this .blend's cache folder, or refuse when another .blend baked into it.
+
+    The folder records the .blend that bakes into it (``clearance_blend.json``, its path relative
+    to the folder, so a project moved as a whole keeps working). A bake that finds another
+    .blend recorded there, and that file still exists, is refused with a SceneError naming both
+    files: its .pc2 files are what that other file plays. A recorded file that no longer exists
+    (renamed or deleted) gives the folder to this one. Nothing is checked for an unsaved .blend
+    (it can only use an absolute folder, and has no name to record). ``claim=False`` only checks
+    (Free Bake must not remove another file's caches either)."""
+    import json
+    blend = bpy.data.filepath
+    if not blend:
+        return
+    marker = os.path.join(folder, OWNER_FILE)
+    if os.path.isfile(marker) and not os.path.islink(marker):
+        try:
+            with open(marker, encoding="utf-8") as f:
+                recorded = json.load(f).get("blend", "")
+        except (OSError, ValueError, AttributeError):
+            recorded = ""
+        if isinstance(recorded, str) and recorded:
+            other = os.path.normpath(os.path.join(folder, recorded))
+            if not _same_file(other, blend) and os.path.isfile(other):
+                raise SceneError(f"The Cache Folder {folder} holds the bake of {other}, which plays its caches from "
+                                 f"there; baking {blend} into it would overwrite them. Choose another Cache Folder "
+                                 f"for {os.path.basename(blend)} (the default //clearance_cache/ gives each .blend "
+                                 "its own).", "", "cache_folder")
+    if not claim:
+        return
+    os.makedirs(folder, exist_ok=True)
+    data = json.dumps({"blend": os.path.relpath(blend, folder)}).encode()
+    tmp = f"{marker}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, marker)
 
 
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}

@@ -8,7 +8,7 @@ With ``--blender`` the given Blender runs in background mode (``-b``) with this 
 ``--python`` (the add-on must be installed there); without it, the bpy module of this Python
 does the work and the add-on is enabled from this checkout. The bake is the add-on's own
 ``clearance.bake`` operator (blocking in background mode); the output keeps its .pc2 caches
-in the cache folder set in the file (default ``//clearance_cache/`` beside the output).
+in the cache folder set in the file (by default ``//clearance_cache/<output name>/`` beside the output).
 ``--solver-quality`` overrides the file's Solver Quality (saved into the output file, so it
 records what it was baked with).
 Progress goes to stdout as ``clearance: ...`` lines (each solver kernel of a cold compile, each

@@ -13,7 +13,7 @@ emitter's material) by the particle object's Geometry Nodes (output in out/demo_
 dropped on the floor: the jelly slumps under its own weight, the wood does not (out/demo_presets). The add-on is enabled from this checkout the way a user would (a local extensions repository),
 ``bpy.ops.clearance.bake()`` runs the same operator an artist presses (blocking in background mode;
 it starts a local solver server by itself), then the file is saved as ``clearance_demo.blend``
-(its animation lives in ``clearance_cache/*.pc2`` beside it, played by Mesh Cache modifiers, so it
+(its animation lives in ``clearance_cache/clearance_demo/*.pc2`` beside it, played by Mesh Cache modifiers, so it
 opens and renders without the add-on) and a few frames are rendered to PNG with Cycles on the CPU.
 Prints a summary: bake seconds, per-object lowest point, and the rendered files.
 """

@@ -56,7 +56,7 @@ def test_bake_blend_script(blender, server, tmp_path):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bake_blend.py"), src, "--frames", "1", "5",
                         "--out", out, "--server", server.address], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert os.path.isfile(os.path.join(tmp_path, "out", "clearance_cache", "box.pc2"))
+    assert os.path.isfile(os.path.join(tmp_path, "out", "clearance_cache", "shot_baked", "box.pc2"))
     bpy.ops.wm.open_mainfile(filepath=out)
     ob = bpy.data.objects["box"]
     assert ob.modifiers[-1].name == "Clearance Cache"
