@@ -116,7 +116,7 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                        description="How the solver treats this object")
     density: FloatProperty(name="Density (kg/m³)", default=1000.0, min=1e-3, soft_max=20000.0,
                            description="Mass per volume in kg/m³ (cloth: times the thickness gives the areal density)")
-    youngs_modulus: FloatProperty(name="Young's Modulus (Pa)", default=1.0e5, min=1.0, soft_max=1e10,
+    youngs_modulus: FloatProperty(name="Young's Modulus (Pa)", default=1.0e5, min=1.0, max=1e13, soft_max=1e10,
                                   precision=0, description="Stiffness in pascals: 1e4 jelly, 1e6 rubber, 1e9 plastic")
     poisson_ratio: FloatProperty(name="Poisson Ratio", default=0.3, min=0.0, max=0.499,
                                  description="Volume preservation, 0 to 0.5 (0.49 nearly incompressible)")
@@ -173,7 +173,7 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
                                   description="Bake the scene's frame range; off: use Start/End below")
     frame_start: IntProperty(name="Start", default=1, description="First frame (the initial state)")
     frame_end: IntProperty(name="End", default=48, description="Last frame baked")
-    substeps: IntProperty(name="Substeps", default=1, min=1, soft_max=32,
+    substeps: IntProperty(name="Substeps", default=1, min=1, max=1000, soft_max=32,
                           description="Solver steps per frame (IPC; MPM chooses its own from the CFL condition). "
                                       "Implicit Euler steps absorb bounces: a soft cube dropped at 24 fps bounces "
                                       "back with restitution 0.2 / 0.47 / 0.49 at 1 / 4 / 16 substeps with Fast, "

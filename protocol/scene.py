@@ -144,7 +144,8 @@ MAX_COORDINATE = 1.0e6
 
 SETTINGS_RANGES = {
     "fps": Range(0.0, 1e4, lo_open=True, unit="frames/s"),
-    "substeps": Range(1, 1e5, unit="steps per frame"),
+    "substeps": Range(1, 1000, unit="steps per frame",
+                      hint="more than 1,000 steps per frame makes one frame take minutes; 64 keeps any bounce"),
     "contact_gap": Range(0.0, 10.0, lo_open=True, unit="m"),
     "friction": Range(0.0, 100.0),
     "newton_tol": Range(0.0, 1e6, lo_open=True, unit="m/s"),

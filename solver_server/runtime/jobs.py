@@ -47,6 +47,8 @@ class Job:
     owner: bytes            # ZeroMQ identity of the submitting client
     submit_id: str          # id of the Submit message (parent of job errors)
     nbytes: int = 0         # bytes of the scene's arrays the server holds for the job until it ends
+    submitted: float = field(default_factory=time.monotonic)   # when it was accepted (the job's log line)
+    summary: str = ""       # what it bakes, for the server's log line at its end (the scene is dropped then)
     state: str = "queued"   # queued | running | cancelling | done | cancelled | failed
     frame: int = 0
     frames_done: int = 0
@@ -136,8 +138,12 @@ class JobManager:
         return {j.owner for j in self.jobs.values() if j.active}
 
     def submit(self, scene: Scene, cache_dir: str, resume: bool, owner: bytes, submit_id: str) -> Job:
-        job = Job(uuid.uuid4().hex, scene, cache_dir, resume, owner, submit_id, frame=scene.settings.frame_start,
-                  nbytes=scene_nbytes(scene))
+        s = scene.settings
+        job = Job(uuid.uuid4().hex, scene, cache_dir, resume, owner, submit_id, frame=s.frame_start,
+                  nbytes=scene_nbytes(scene),
+                  summary=f"{scene.name!r}, {len(scene.bodies)} objects, frames {s.frame_start}-{s.frame_end}, "
+                          f"backend {s.backend}{', resume' if resume else ''}, {scene_nbytes(scene) / 2 ** 20:.1f} MiB, "
+                          f"into {cache_dir}")
         self.jobs[job.id] = job
         self.queue.append(job)
         return job

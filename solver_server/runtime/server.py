@@ -139,6 +139,11 @@ class Server:
         elif kind == "end":
             _, state, frames_done, code, message, field, obj = ev
             self._last_progress.pop(job.id, None)
+            # the server's one log line per job: what it baked, how it ended, how long it took
+            why = f" [{code}] {message}" if state == "failed" else ""
+            line = (f"clearance-server: job {job.id[:8]} {state} after {time.monotonic() - job.submitted:.1f} s, "
+                    f"{frames_done} frames: {job.summary}{why}")
+            print(line[:800].replace("\n", " "), file=sys.stderr, flush=True)
             if state == "failed":
                 self._error(job.owner, code or "backend", message, job.submit_id, field, obj, job.id)
             self._send(job.owner, Done(job.id, state, frames_done, message, parent=job.submit_id))

@@ -25,7 +25,7 @@ BAD_MATERIAL = [
 
 BAD_SETTINGS = [
     ("fps", 0.0), ("fps", -24.0), ("fps", NAN), ("fps", INF),
-    ("substeps", 0), ("substeps", -3), ("substeps", 2.5), ("substeps", True),
+    ("substeps", 0), ("substeps", -3), ("substeps", 2.5), ("substeps", True), ("substeps", 1001),
     ("contact_gap", 0.0), ("contact_gap", -1e-3), ("contact_gap", NAN),
     ("friction", NAN), ("friction", -1.0), ("newton_tol", 0.0), ("newton_tol", NAN), ("newton_tol", -1.0),
     ("max_newton_iterations", 0), ("gravity", (0.0, NAN, -9.81)), ("gravity", (0.0, 0.0, -1e9)),

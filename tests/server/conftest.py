@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -15,18 +16,27 @@ class ServerProcess:
         e = dict(os.environ)
         e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
         e.update(env or {})
+        # stderr to a file, never an unread pipe: the server logs a line per job and per compiled kernel,
+        # and a full pipe would block it
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, "-m", "solver_server", "serve", *args], cwd=ROOT, env=e,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=self.stderr_file, text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             try:
                 self.proc.wait(30)
-                err = self.proc.stderr.read()
+                err = self.stderr_text()
             except subprocess.TimeoutExpired:
                 err = "(still running)"
             self.stop()
             raise RuntimeError(f"server did not start: {line!r} {err}")
         self.address = line.split()[-1]
+
+    def stderr_text(self) -> str:
+        """Everything the server wrote to stderr so far."""
+        self.stderr_file.flush()
+        self.stderr_file.seek(0)
+        return self.stderr_file.read()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -36,7 +46,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        for s in (self.proc.stdout, self.proc.stderr):
+        for s in (self.proc.stdout, self.stderr_file):
             if s:
                 s.close()
 

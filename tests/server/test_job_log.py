@@ -1,0 +1,23 @@
+"""Issue 20 item 11: the server writes one line per job to its stderr when the job ends: what it
+baked, how it ended and after how long (the server used to log nothing per job). Real server."""
+from protocol import Client, Done
+from scenes import make_scene
+
+
+def _run(c, scene, folder):
+    job = c.submit(scene, folder)
+    return job, [ev for ev in c.events(job, timeout=60.0) if isinstance(ev, Done)][-1]
+
+
+def test_one_line_per_job(server, tmp_path):
+    with Client(server.address, timeout=30.0) as c:
+        c.connect()
+        ok, done = _run(c, make_scene(n_frames=3), str(tmp_path / "a"))
+        assert done.state == "done"
+        bad, done = _run(c, make_scene(n_frames=5, debug_fail_after=2), str(tmp_path / "b"))
+        assert done.state == "failed"
+    lines = [ln for ln in server.stderr_text().splitlines() if ln.startswith("clearance-server: job ")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"clearance-server: job {ok[:8]} done after ") and "3 frames" in lines[0]
+    assert "'test scene', 3 objects, frames 3-5, backend none" in lines[0] and str(tmp_path / "a") in lines[0]
+    assert lines[1].startswith(f"clearance-server: job {bad[:8]} failed after ") and " [" in lines[1]
