@@ -135,6 +135,13 @@ def main() -> int:
     try:
         for attack in args.only.split(","):
             proc, address = start_server(server_args)   # a fresh server per attack: VmHWM is its own
+            # headers are packed before the pinger starts: packing millions of objects here would hold
+            # this process's GIL and show up as the pinger's stall, not the server's
+            if attack == "objects":
+                n = args.objects_mb * MB // 2
+                head = header({"job_id": "j", "x": [[1] * 1000] * (n // 1000)})
+            elif attack == "maps":
+                head = header({"job_id": "j", "x": [{}] * (args.maps_mb * MB)})
             pinger = Pinger(address)
             pinger.start()
             time.sleep(0.3)
@@ -151,13 +158,8 @@ def main() -> int:
             elif attack == "frames":
                 big = memoryview(np.zeros(args.frames_mb * MB, np.uint8))
                 what = raw_send(address, [header({"job_id": "j"})] + [big] * 8)
-            elif attack == "objects":
-                n = args.objects_mb * MB // 2
-                what = raw_send(address, [header({"job_id": "j", "x": [[1] * 1000] * (n // 1000)})], hello=True,
-                                wait=300)
-            elif attack == "maps":
-                n = args.maps_mb * MB
-                what = raw_send(address, [header({"job_id": "j", "x": [{}] * n})], hello=True, wait=300)
+            elif attack in ("objects", "maps"):
+                what = raw_send(address, [head], hello=True, wait=300)
             elif attack == "queue":
                 n_vertices = int(args.scene_mb * 1e6 / 120)   # 72 B of vertices + 48 B of animation per vertex per body
                 refused = 0

@@ -121,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest message accepted (all its arrays together), MiB (default 512); ZeroMQ drops the "
                         "connection of a peer sending a bigger frame before storing it, and a bigger message is "
                         "refused from its header before anything is allocated for it")
-    s.add_argument("--max-queued-mb", type=float, default=2048.0,
-                   help="queue budget: scene data held for queued and running jobs together, MiB (default 2048); "
+    s.add_argument("--max-queued-mb", type=float, default=1024.0,
+                   help="queue budget: scene data held for queued and running jobs together, MiB (default 1024); "
                         "a submit beyond it is refused with code busy")
     s.add_argument("--max-queued-jobs", type=int, default=64,
                    help="most jobs queued or running at once (default 64)")

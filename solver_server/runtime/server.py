@@ -39,7 +39,7 @@ HEARTBEAT = 1.0
 """Seconds between repeated Progress messages of a running job whose child is silent."""
 RCVHWM = 100
 """Messages queued per peer before ZeroMQ stops reading its connection (clients send a few)."""
-MAX_HELD_BYTES = 2 * 1024 ** 3
+MAX_HELD_BYTES = 1024 ** 3
 """Default queue budget: bytes of scene arrays held for queued and running jobs (``--max-queued-mb``)."""
 MAX_HELD_JOBS = 64
 """Default most jobs queued or running at once (``--max-queued-jobs``)."""
