@@ -69,7 +69,7 @@ def test_memory_stays_bounded_when_many_big_scenes_are_offered(server_factory, t
             except RemoteError as e:
                 assert e.code == "busy"
                 refused += 1
-        from solver_server.server.jobs import scene_nbytes
+        from solver_server.runtime.jobs import scene_nbytes
         assert refused >= 18 and accepted * scene_nbytes(scene) <= 8 * MB
         grown = _rss(srv.proc.pid) - before
         assert grown < 48 * MB, f"the server grew by {grown / MB:.0f} MiB"
