@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import bpy
 
+from protocol.scene import PREVIEW_ERROR
+
 from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
@@ -132,6 +134,14 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         row = layout.row()
         row.active = s.backend in ("AUTO", "ipc")   # MPM and pass-through ignore it
         row.prop(s, "solver_quality", expand=True)
+        if s.backend in ("AUTO", "ipc"):
+            col = layout.column(align=True)
+            if s.solver_quality == "FAST":
+                col.label(text="Preview: steps are not converged", icon="ERROR")
+                col.label(text=f"Measured: {PREVIEW_ERROR.split(' (')[0]} from converged", icon="BLANK1")
+            else:
+                col.label(text="Every step converged to Newton Tolerance", icon="CHECKMARK")
+            col.label(text="No intersection, no inverted element", icon="BLANK1")
         row = layout.row()
         row.active = s.backend in ("AUTO", "ipc")
         row.prop(s, "integrator")

@@ -34,18 +34,19 @@ for p in (ROOT, os.path.join(ROOT, "scripts")):
 from bench_ipc import drape_scene  # noqa: E402
 from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
 from solver_server.contact import terms as contact_bridge
-from solver_server.solvers.newton import integrator, linear_solve, newton  # noqa: E402
+from solver_server.solvers.newton import integrator, linear_solve  # noqa: E402
+from solver_server.integrators import stop_test  # noqa: E402
 
 CONFIGS = {
     "before": dict(stop_rule="step+rms", friction_updates=1, cholmod=False),
-    "after": dict(stop_rule=newton.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES,
+    "after": dict(stop_rule=stop_test.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES,
                   cholmod=linear_solve.HAVE_CHOLMOD),
     # one change at a time (ablation), all with SuperLU
-    "stop-rule-only": dict(stop_rule=newton.STOP_RULE, friction_updates=1, cholmod=False),
+    "stop-rule-only": dict(stop_rule=stop_test.STOP_RULE, friction_updates=1, cholmod=False),
     "no-resolve-only": dict(stop_rule="step+rms", friction_updates=integrator.FRICTION_UPDATES, cholmod=False),
-    "after-superlu": dict(stop_rule=newton.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES, cholmod=False),
+    "after-superlu": dict(stop_rule=stop_test.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES, cholmod=False),
     # the defaults with the book's friction transition speed (m/s) instead of EPS_V = 1e-4
-    "after-epsv1e-3": dict(stop_rule=newton.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES,
+    "after-epsv1e-3": dict(stop_rule=stop_test.STOP_RULE, friction_updates=integrator.FRICTION_UPDATES,
                            cholmod=linear_solve.HAVE_CHOLMOD, eps_v=1e-3),
 }
 
@@ -57,9 +58,9 @@ def _log(msg: str) -> None:
 def run_config(name: str, n: int, last_frame: int, scene_frames: int = 48) -> dict:
     """Bake the n^2 drape to ``last_frame`` under configuration ``name``; per-frame figures."""
     cfg = CONFIGS[name]
-    saved = (newton.STOP_RULE, integrator.FRICTION_UPDATES, linear_solve.HAVE_CHOLMOD, contact_bridge.EPS_V)
+    saved = (stop_test.STOP_RULE, integrator.FRICTION_UPDATES, linear_solve.HAVE_CHOLMOD, contact_bridge.EPS_V)
     contact_bridge.EPS_V = cfg.get("eps_v", contact_bridge.EPS_V)
-    newton.STOP_RULE = cfg["stop_rule"]
+    stop_test.STOP_RULE = cfg["stop_rule"]
     integrator.FRICTION_UPDATES = cfg["friction_updates"]
     linear_solve.HAVE_CHOLMOD = cfg["cholmod"]
     try:
@@ -75,7 +76,7 @@ def run_config(name: str, n: int, last_frame: int, scene_frames: int = 48) -> di
         ch = getattr(b.stepper.linear_solver, "cholesky", None) if cfg["cholmod"] else None
         reuse = (ch.analyses, ch.factorisations) if ch is not None else None
     finally:
-        newton.STOP_RULE, integrator.FRICTION_UPDATES, linear_solve.HAVE_CHOLMOD, contact_bridge.EPS_V = saved
+        stop_test.STOP_RULE, integrator.FRICTION_UPDATES, linear_solve.HAVE_CHOLMOD, contact_bridge.EPS_V = saved
     s = np.array([r[1] for r in rows])
     it = np.array([r[2] for r in rows])
     return {"config": name, "n": n, "frames": (2, last_frame), "s_per_frame": float(s.mean()),

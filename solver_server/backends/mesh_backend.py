@@ -11,17 +11,14 @@ from typing import Optional
 
 import numpy as np
 
-from protocol.scene import Scene, SceneError
+from protocol.scene import PREVIEW_ERROR, Scene, SceneError
 from solver_server.integrators.damping import vertex_damping
+from solver_server.integrators.energy_guard import EnergyGuard
 from solver_server.solvers.newton.integrator import TimeStepper
 from solver_server.model.system import build_system
 from .base import Backend, FrameResult, ProgressFn
 
 
-FAST_SUBSTEPS = 4    # the fast solver takes this many block-descent steps per solver step (Settings.substeps)
-FAST_SWEEPS = 16     # colour-sweep budget per block-descent step (VBD: few sweeps, small steps; with the global
-                     # correction every 4 sweeps, 16 lands closer to the converged step than 25 without, at about the same
-                     # cost; 12 left a stack of two soft cubes moving at 1.2 cm/s after 12 frames)
 KAPPA_FACTOR = 10.0  # barrier stiffness = KAPPA_FACTOR * kappa_min (geometric middle of [kmin, 100 kmin])
 
 
@@ -49,16 +46,19 @@ class MeshBackend(Backend):
         self.contact = ct
         self.quality = getattr(st, "solver_quality", "accurate")
         if self.quality == "fast":
-            from solver_server.solvers.block_descent.stepper import BlockDescentStepper
-            h = st.dt / FAST_SUBSTEPS
+            from solver_server.solvers.block_descent import stepper as bd
+            self.steps_per_substep = bd.STEPS_PER_SUBSTEP
+            self.sweep_budget = bd.SWEEP_BUDGET
+            h = st.dt / self.steps_per_substep
             if ct is not None:
                 ct.kappa = self._initial_kappa(ct, h)
-            self.stepper = BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, FAST_SWEEPS, ct,
+            self.stepper = bd.BlockDescentStepper(self.system, h, st.gravity, st.newton_tol * h, self.sweep_budget, ct,
                                                integrator=getattr(st, "integrator", "implicit_euler"))
         else:
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
                                        linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
                                        damping=vertex_damping(self.system, scene))
+        self.guard = EnergyGuard(self.system, st.gravity, ct)
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -95,32 +95,52 @@ class MeshBackend(Backend):
         return self.system.body_positions(self.system.x0)
 
     def advance(self) -> FrameResult:
+        """One frame: Settings.substeps converged Newton steps (Accurate, the default), or the preview's
+        block-descent steps (Fast), which stop at their sweep budget and are reported unconverged."""
         t0 = time.perf_counter()
         st = self.scene.settings
-        its, contacts, dmin, missed = 0, 0, float("inf"), 0
-        n_steps = st.substeps * (FAST_SUBSTEPS if self.quality == "fast" else 1)
+        its, contacts, dmin, missed, residual = 0, 0, float("inf"), 0, 0.0
+        preview = self.quality == "fast"
+        n_steps = st.substeps * (self.steps_per_substep if preview else 1)
         before = self.system.body_positions(self.stepper.x)
+        bc = self.system.bc_index
+        if self.guard.last is None:
+            self.guard.start(self.stepper.x, self.stepper.v)
+        corrections = self.guard.corrections
         for k in range(n_steps):
-            if self.quality == "fast":
+            bc_start = self.stepper.x[bc].copy()
+            if preview:
                 s = self.stepper.step(self.frame + (k + 1) / n_steps, stats=k == n_steps - 1)
             else:
                 s = self.stepper.step(self.frame + (k + 1) / n_steps)
+            moved = bool(len(bc)) and not np.array_equal(self.stepper.x[bc], bc_start)
+            if self.guard.after_step(self.stepper.x, self.stepper.v, external_work=moved):
+                self.stepper.history.reset()   # BDF-2 restarts from the corrected state
             its += s.newton_iterations
             contacts = max(contacts, s.contacts)
             dmin = min(dmin, s.min_distance)
             missed += 0 if s.converged else 1
+            residual = max(residual, s.residual)
         self.frame += 1
         after = self.system.body_positions(self.stepper.x)
         stats = {"newton_iterations": its, "contacts": contacts, "seconds": time.perf_counter() - t0,
-                 "min_distance": dmin if np.isfinite(dmin) else None, "converged": missed == 0,
-                 "unconverged_steps": missed, "steps": n_steps}
+                 "min_distance": dmin if np.isfinite(dmin) else None, "steps": n_steps}
+        if preview:
+            # block descent never evaluates the stop test (integrators/stop_test.py): no step is called converged;
+            # lagged_steps: steps after which a keyframed object or pin had not reached its keyframe
+            stats.update(converged=False, unconverged_steps=n_steps, preview=True, lagged_steps=missed,
+                         energy_corrections=self.guard.corrections - corrections,
+                         unconverged_objects="\n".join(b.name for b in self.scene.bodies if b.role != "collider"),
+                         warning=preview_warning(self.sweep_budget, missed))
+            return FrameResult(self.frame, after, stats)
+        stats.update(converged=missed == 0, unconverged_steps=missed, energy_corrections=self.guard.corrections - corrections)
         if missed:
             names, why = self.diagnose(before, after, n_steps, st.dt * st.substeps / n_steps)
             stats["unconverged_objects"] = "\n".join(names)
-            cap = (f"Newton IPC stopped at Max Newton Iterations ({st.max_newton_iterations})" if self.quality != "fast"
-                   else f"a keyframed object or pinned vertex lagged behind its keyframe after the whole sweep "
-                        f"budget ({FAST_SWEEPS} sweeps a step and its extra budgets)")
-            stats["warning"] = f"{missed} of {n_steps} solver steps did not meet the tolerance ({cap}): {why}"
+            stats["residual"] = residual
+            stats["warning"] = (f"{missed} of {n_steps} solver steps did not meet the tolerance (Newton IPC stopped at "
+                                f"Max Newton Iterations ({st.max_newton_iterations}) with a residual of "
+                                f"{residual:.3g} m/s against Newton Tolerance {st.newton_tol:g} m/s): {why}")
         return FrameResult(self.frame, after, stats)
 
     def diagnose(self, before: dict, after: dict, n_steps: int, h: float) -> tuple:
@@ -150,12 +170,12 @@ class MeshBackend(Backend):
         if fast or stiff:
             names = [n for n, _ in fast + stiff]
             fix = "raise Substeps" + (", or lower Young's Modulus" if stiff else "") + \
-                  ("" if self.quality != "fast" else ", or use Solver Quality Accurate")
+                  ("" if self.quality != "fast" else ", or use Solver Quality Converged")
             return names, "; ".join(t for _, t in fast + stiff) + f". Fix: {fix}."
         moved.sort(reverse=True)
         names = [n for d, n in moved[:3] if d > 0] or [n for d, n in moved[:1]]
         fix = ("raise Max Newton Iterations or Substeps" if self.quality != "fast"
-               else "raise Substeps or use Solver Quality Accurate")
+               else "raise Substeps or use Solver Quality Converged")
         return names, (f"no object is too fast or too stiff; most likely hard contact or tight folds of "
                        f"{', '.join(names)}. Fix: {fix}.")
 
@@ -168,7 +188,8 @@ class MeshBackend(Backend):
             raise ValueError(f"state has {x.shape[0]} vertices, the scene has {self.stepper.x.shape[0]}")
         self.stepper.x = x.copy()
         self.stepper.v = np.asarray(state["v"], np.float64).copy()
-        self.stepper.history.reset()   # BDF-2 restarts from the resumed state alone (ipc/bdf2.py)
+        self.stepper.history.reset()   # BDF-2 restarts from the resumed state alone (integrators/bdf2.py)
+        self.guard.last = None         # the energy guard restarts from the resumed state (next advance)
         self.frame = int(frame)
 
 
@@ -214,12 +235,21 @@ def _edge_triangle_point(x: np.ndarray, e: np.ndarray, f: np.ndarray) -> np.ndar
     return p0 + t * (p1 - p0)
 
 
+def preview_warning(sweep_budget: int, lagged_steps: int) -> str:
+    """The one sentence every Preview (block descent) frame carries: what it is, what it is not."""
+    lag = (f"; in {lagged_steps} steps a keyframed object or pin also lagged behind its keyframe"
+           if lagged_steps else "")
+    return (f"Preview solver: block-descent steps stop at their budget ({sweep_budget} sweeps), not at the Newton "
+            f"Tolerance, so no frame is converged (measured: {PREVIEW_ERROR} from the converged answer){lag}. "
+            "Bake with Solver Quality Converged for the final result")
+
+
 def _refuse_quadratic_in_fast(scene: Scene) -> None:
     """The Fast (block-descent) solver has linear tets only: name the first quadratic solid."""
     for b in scene.bodies:
         if b.role == "solid" and getattr(b.material, "element", "linear") == "quadratic":
-            raise SceneError(f"{b.name}: quadratic tetrahedra (Element: Quadratic) need the Accurate solver; set "
-                             "Solver to Accurate, or the object's Element to Linear for the Fast solver",
+            raise SceneError(f"{b.name}: quadratic tetrahedra (Element: Quadratic) need the Converged solver; set "
+                             "Solver Quality to Converged, or the object's Element to Linear for the Preview solver",
                              b.name, "element")
 
 
@@ -228,8 +258,8 @@ def _refuse_damping_in_fast(scene: Scene) -> None:
     simulated body that asks for it."""
     for b in scene.bodies:
         if b.role in ("solid", "cloth", "rod") and getattr(b.material, "damping", 0.0) > 0.0:
-            raise SceneError(f"{b.name}: material Damping ({b.material.damping:g} s) needs the Accurate solver; set "
-                             "Solver to Accurate, or the object's Damping to 0 for the Fast solver",
+            raise SceneError(f"{b.name}: material Damping ({b.material.damping:g} s) needs the Converged solver; set "
+                             "Solver Quality to Converged, or the object's Damping to 0 for the Preview solver",
                              b.name, "damping")
 
 

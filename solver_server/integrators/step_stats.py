@@ -8,9 +8,11 @@ from dataclasses import dataclass
 class StepStats:
     """newton_iterations: Newton iterations (or block-descent sweeps) the step took; contacts: active
     barrier pairs at its end; min_distance: smallest contact distance (m); converged: the step met its
-    stop test; seconds: wall time of the step (s)."""
+    stop test (integrators/stop_test.py); residual: when it did not, the larger of its two residuals at
+    the end (m/s; 0 when converged); seconds: wall time of the step (s)."""
     newton_iterations: int = 0
     contacts: int = 0
     min_distance: float = float("inf")
     converged: bool = True
+    residual: float = 0.0
     seconds: float = 0.0

@@ -43,15 +43,15 @@ def _with_quality(scene, q):
     return dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, solver_quality=q))
 
 
-def test_property_exists_defaults_to_fast_and_explains_both(blender):
+def test_property_exists_defaults_to_converged_and_explains_both(blender):
     prop = bpy.context.scene.clearance.bl_rna.properties["solver_quality"]
-    assert prop.type == "ENUM" and prop.default == "FAST"
+    assert prop.type == "ENUM" and prop.default == "ACCURATE"
     items = {i.identifier: i for i in prop.enum_items}
-    assert list(items) == ["FAST", "ACCURATE"]
-    assert items["FAST"].name == "Fast" and items["ACCURATE"].name == "Accurate"
-    assert "Block descent" in items["FAST"].description and "seconds" in items["FAST"].description
-    assert "Newton IPC" in items["ACCURATE"].description and "tolerance" in items["ACCURATE"].description
-    assert bpy.context.scene.clearance.solver_quality == "FAST"
+    assert list(items) == ["ACCURATE", "FAST"]
+    assert items["FAST"].name == "Preview" and items["ACCURATE"].name == "Converged"
+    assert "Block descent" in items["FAST"].description and "NOT converged" in items["FAST"].description
+    assert "Newton IPC" in items["ACCURATE"].description and "Newton Tolerance" in items["ACCURATE"].description
+    assert bpy.context.scene.clearance.solver_quality == "ACCURATE"
     from protocol import SOLVER_QUALITIES
     assert {k.lower() for k in items} == set(SOLVER_QUALITIES)
 
@@ -59,21 +59,21 @@ def test_property_exists_defaults_to_fast_and_explains_both(blender):
 def test_export_carries_the_chosen_value(blender):
     scene = _solid_scene()
     export = addon("export").export_scene
-    assert export(bpy.context).scene.settings.solver_quality == "fast"
-    scene.clearance.solver_quality = "ACCURATE"
+    assert export(bpy.context).scene.settings.solver_quality == "accurate"
+    scene.clearance.solver_quality = "FAST"
     st = export(bpy.context).scene.settings
-    assert st.solver_quality == "accurate" and st.backend == "ipc"
+    assert st.solver_quality == "fast" and st.backend == "ipc"
     st.validate()
 
 
 def test_the_choice_is_saved_in_the_blend_file(blender, tmp_path):
-    _solid_scene().clearance.solver_quality = "ACCURATE"
+    _solid_scene().clearance.solver_quality = "FAST"
     path = str(tmp_path / "q.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     addon_env.reset()                                   # factory settings, add-on enabled again
-    assert bpy.context.scene.clearance.solver_quality == "FAST"
-    bpy.ops.wm.open_mainfile(filepath=path)
     assert bpy.context.scene.clearance.solver_quality == "ACCURATE"
+    bpy.ops.wm.open_mainfile(filepath=path)
+    assert bpy.context.scene.clearance.solver_quality == "FAST"
 
 
 class _RecordingLayout:
@@ -95,7 +95,7 @@ class _RecordingLayout:
         self.log.append((name, self.active, kw.get("expand", False)))
 
     def label(self, *a, **k):
-        pass
+        self.log.append(("label: " + k.get("text", ""), self.active, False))
 
     def operator(self, *a, **k):
         return type("Op", (), {})()
@@ -111,6 +111,23 @@ def test_bake_settings_panel_shows_it_right_after_substeps(blender, backend, act
     i = names.index("solver_quality")
     assert names[i - 1] == "substeps"
     assert log[i][1] is active and log[i][2] is True   # greyed out when the backend ignores it; buttons
+
+
+@pytest.mark.parametrize("quality", ["ACCURATE", "FAST"])
+def test_panel_says_what_the_quality_guarantees(blender, quality):
+    """Under the buttons: Converged says every step meets Newton Tolerance; Preview says its steps are not
+    converged and prints its measured distance from the converged answer (protocol PREVIEW_ERROR)."""
+    from protocol.scene import PREVIEW_ERROR
+    s = bpy.context.scene.clearance
+    s.backend, s.solver_quality = "AUTO", quality
+    log = []
+    bpy.types.CLEARANCE_PT_bake_settings.draw(type("P", (), {"layout": _RecordingLayout(log)})(), bpy.context)
+    text = " | ".join(n for n, _, _ in log if n.startswith("label: "))
+    assert "No intersection" in text
+    if quality == "FAST":
+        assert "not converged" in text and PREVIEW_ERROR.split(" (")[0] in text and "mm RMS" in text
+    else:
+        assert "converged to Newton Tolerance" in text and "not converged" not in text
 
 
 def test_bake_through_the_server_sends_the_chosen_value(blender, server, tmp_path):
@@ -129,7 +146,7 @@ def test_bake_through_the_server_sends_the_chosen_value(blender, server, tmp_pat
 
 
 def test_bake_blend_script_overrides_the_files_quality(blender, server, tmp_path):
-    _solid_scene(tmp_path, server)                      # saved with the default, Fast
+    _solid_scene(tmp_path, server).clearance.solver_quality = "FAST"   # saved asking for the Preview solver
     src = str(tmp_path / "shot.blend")
     bpy.ops.wm.save_as_mainfile(filepath=src)
     out = str(tmp_path / "out" / "shot_baked.blend")

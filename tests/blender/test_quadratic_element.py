@@ -34,7 +34,7 @@ def test_property_defaults_to_linear_and_matches_the_protocol(blender):
     items = {i.identifier: i for i in prop.enum_items}
     from protocol.scene import ELEMENTS
     assert tuple(items) == ELEMENTS
-    assert "Accurate solver only" in items["quadratic"].description
+    assert "Converged solver only" in items["quadratic"].description
 
 
 def _draw_material_panel(log):
@@ -78,4 +78,4 @@ def test_bake_of_a_quadratic_cube_and_the_fast_refusal(blender, server, tmp_path
     with pytest.raises(RuntimeError):
         bpy.ops.clearance.bake()
     err = scene.clearance.last_error
-    assert "jelly" in err and "Accurate" in err, err
+    assert "jelly" in err and "Converged" in err, err

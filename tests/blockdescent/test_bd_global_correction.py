@@ -12,7 +12,6 @@ from solver_server.solvers.block_descent.stepper import contact_tuple
 from solver_server.solvers.block_descent.sweep import _vertex_step
 from solver_server.solvers.block_descent.vertex_contact import contact_scratch
 from solver_server.contact.terms import EPS_V
-import solver_server.backends.mesh_backend as ib
 import solver_server.solvers.block_descent.stepper as stepper_mod
 from tests.ipc.test_scene_helpers import plane
 
@@ -110,8 +109,8 @@ def _hanging_sheet(sweeps: int, correction: bool) -> np.ndarray:
     one frame (4 block-descent steps) with the given sweep budget per step."""
     n = 12
     sc = fast_scene(cloth(n, 0.5, pins=np.arange(n + 1), youngs_modulus=1e7), plane(), frame_end=3)
-    saved = ib.FAST_SWEEPS, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY
-    ib.FAST_SWEEPS, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY = sweeps, correction, 4
+    saved = stepper_mod.SWEEP_BUDGET, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY
+    stepper_mod.SWEEP_BUDGET, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY = sweeps, correction, 4
     try:
         b = fast_backend(sc)
         b.advance()
@@ -119,7 +118,7 @@ def _hanging_sheet(sweeps: int, correction: bool) -> np.ndarray:
         assert intersections(b) == 0
         return b.stepper.x.copy()
     finally:
-        ib.FAST_SWEEPS, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY = saved
+        stepper_mod.SWEEP_BUDGET, stepper_mod.GLOBAL_CORRECTION, stepper_mod.CORRECTION_EVERY = saved
 
 
 def test_correction_speeds_up_convergence_on_a_stiff_membrane():

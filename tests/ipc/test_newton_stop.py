@@ -4,7 +4,7 @@ solve going; local force errors that cancel within a body (cloth vertices flippi
 do not."""
 import numpy as np
 
-from solver_server.solvers.newton.newton import body_residual, force_residual
+from solver_server.integrators.stop_test import body_residual, force_residual
 
 H = 1.0 / 24.0
 

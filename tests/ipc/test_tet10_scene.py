@@ -48,7 +48,7 @@ def test_fast_solver_refuses_quadratic_solids_naming_the_object():
     sc = Scene(Settings(solver_quality="fast"), (_solid(V, T, "quadratic"),))
     with pytest.raises(SceneError) as e:
         MeshBackend(sc)
-    assert e.value.obj == "cube" and e.value.field == "element" and "Accurate" in str(e.value)
+    assert e.value.obj == "cube" and e.value.field == "element" and "Converged" in str(e.value)
 
 
 def test_unknown_element_is_refused():

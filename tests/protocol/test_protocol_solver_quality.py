@@ -1,6 +1,6 @@
 """Settings.solver_quality (protocol 1.1) and the peers that predate it.
 
-New scenes default to "fast"; a scene map without the field (a 1.0 client, a 1.0 scene file)
+New scenes default to "accurate" (the Converged solver, issue 23); a scene map without the field (a 1.0 client, a 1.0 scene file)
 means "accurate", the only solver 1.0 had. Checked over real sockets: a raw 1.0 client against
 the server, a 1.1 client against a peer that answers as 1.0, and a bad value refused by name.
 """
@@ -63,8 +63,8 @@ def _reply(sock, timeout_ms=10000):
     return msg
 
 
-def test_new_settings_default_to_fast_and_a_bad_value_names_the_field():
-    assert Settings().solver_quality == "fast"
+def test_new_settings_default_to_accurate_and_a_bad_value_names_the_field():
+    assert Settings().solver_quality == "accurate"
     Settings(solver_quality="accurate").validate()
     with pytest.raises(SceneError) as e:
         Settings(solver_quality="medium").validate()
@@ -207,7 +207,7 @@ def test_a_new_client_refuses_to_ask_a_1_0_server_for_fast(ctx):
         with Client(address, context=ctx, timeout=5.0) as c:
             c.connect()
             with pytest.raises(VersionMismatch) as e:
-                c.submit(make_scene(), "/tmp/x")      # Settings() default: fast
+                c.submit(_with_quality(make_scene(), "fast"), "/tmp/x")
             assert "solver_quality" in str(e.value) and "1.0" in str(e.value)
         t.join(5)
         assert "body" not in got                             # nothing was sent

@@ -38,7 +38,7 @@ def _baked_hash(out) -> str:
 
 def test_override_replaces_the_scene_files_value(tmp_path):
     path = tmp_path / "s.clrscene"
-    save_scene(path, make_scene(n_frames=4))          # Settings() default: fast
+    save_scene(path, _quality(make_scene(n_frames=4), "fast"))   # a file that asks for the Preview solver
     scene = load_scene(path)
     assert scene.settings.solver_quality == "fast"
     r = _run("bake", str(path), "--out", str(tmp_path / "a"), "--solver-quality", "accurate")
@@ -66,7 +66,7 @@ def test_a_1_0_scene_file_bakes_accurate_unless_told_otherwise(tmp_path):
 
 def test_resume_with_the_other_quality_is_refused(tmp_path):
     path = tmp_path / "s.clrscene"
-    scene = make_scene(n_frames=5)
+    scene = _quality(make_scene(n_frames=5), "fast")
     save_scene(path, scene)
     out = tmp_path / "out"
     assert _run("bake", str(path), "--out", str(out), "--solver-quality", "accurate").returncode == 0

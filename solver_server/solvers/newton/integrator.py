@@ -284,6 +284,8 @@ class TimeStepper:
             x = res.x
             st.newton_iterations += res.iterations
             st.converged = st.converged and res.converged
+            if not res.converged:
+                st.residual = max(st.residual, res.residual, res.force_residual)
             if len(pen_idx):
                 err = np.linalg.norm(x[pen_idx] - pen_t, axis=1)
                 close = err < PIN_TOL
