@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .linear_solve import LinearSolver, solve_direct
+from .linear_solve import LinearSolver
 
 STOP_RULE = "step"  # or "step+rms" (the rule before, kept for comparison); see the module doc
 
@@ -49,13 +49,6 @@ class NewtonResult:
     converged: bool
     residual: float      # last ||p||_inf / h, m/s
     line_search_failures: int
-
-
-def solve_linear(H, rhs: np.ndarray, method: str = "direct") -> np.ndarray:
-    """Solve H p = rhs for SPD H (see linear_solve.py)."""
-    if method == "direct":
-        return solve_direct(H, rhs)
-    return LinearSolver(method).solve(H, rhs)
 
 
 def force_residual(g: np.ndarray, mass: np.ndarray, h: float) -> float:
