@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from typing import Optional, Union
 
 from .solver_setup import Launch
@@ -139,13 +138,3 @@ def register() -> None:
 def unregister() -> None:
     stop_local_server()
     atexit.unregister(stop_local_server)
-
-
-def wait_for_exit(server: LocalServer, timeout: float) -> bool:
-    """True when the process exited within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not server.alive():
-            return True
-        time.sleep(0.05)
-    return not server.alive()

@@ -231,8 +231,3 @@ def explain_failure(output: str, wheel_folder: str = "") -> str:
                 f"{sys.platform}): {last}. See docs/addon.md for the supported Blender versions, or set Server Python "
                 f"to a Python that has the solver")
     return f"installing the solver dependencies failed: {last}"
-
-
-def wheel_count(folder: str) -> int:
-    """Number of wheels in an offline wheel folder (0 when it does not exist)."""
-    return len(glob.glob(os.path.join(folder, "*.whl"))) if folder and os.path.isdir(folder) else 0

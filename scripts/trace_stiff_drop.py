@@ -1,4 +1,4 @@
-"""Trace one stiff cube of scripts/bench_abd.py's pile dropped onto the ground, as an affine body (ABD) or
+"""Trace one stiff cube of benchmarks/abd.py's pile dropped onto the ground, as an affine body (ABD) or
 as a stiff FEM solid (E = 1e8 Pa), with the Fast or the Accurate solver: per frame the centre height, its
 vertical speed (finite difference over the frame), the lowest vertex, the cube's height (its z extent:
 0.1 m when undeformed), the solver's iterations and the contact pairs at the end of the frame.
@@ -22,10 +22,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks import abd as bench_abd  # noqa: E402
 from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
-import bench_abd  # noqa: E402
 
 
 def trace(quality: str, fem: bool, div: int, frames: int, sweeps: int = 0) -> None:

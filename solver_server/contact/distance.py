@@ -212,15 +212,6 @@ def stencil_coefficients_into(kind, i0, i1, i2, i3, c0, dc):
 
 
 @njit(cache=True, fastmath=False)
-def stencil_coefficients(kind, i0, i1, i2, i3):
-    """r = sum_i (c0_i + sum_j beta_j dc_ji) x_i over the 4 slots. Returns (c0 (4,), dc (2, 4), n_params)."""
-    c0 = np.zeros(4)
-    dc = np.zeros((2, 4))
-    npar = stencil_coefficients_into(kind, i0, i1, i2, i3, c0, dc)
-    return c0, dc, npar
-
-
-@njit(cache=True, fastmath=False)
 def stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, s):
     """Closest-point coefficients c (4,) (r = sum c_i x_i), r (3,), the coefficient directions
     dc (2, 4) and the directions s (2, 3) for the stencil at the 12-vector X of slot positions,

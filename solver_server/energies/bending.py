@@ -74,13 +74,6 @@ def rod_d(x, s):
     return t2 - t1, J
 
 
-@njit(cache=True, fastmath=False)
-def _stencil(kind, x, s):
-    if kind == 0:
-        return hinge_d(x, s)
-    return rod_d(x, s)
-
-
 @njit(cache=True, fastmath=False, parallel=True)
 def bending_energy(kind, x, stencils, kw, d0):
     """Total bending energy (J). kind 0: cloth hinges (S, 4); kind 1: rod stencils (S, 3).

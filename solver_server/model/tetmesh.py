@@ -117,11 +117,3 @@ def tetrahedralize(name: str, vertices: np.ndarray, triangles: np.ndarray, spaci
     remap = -np.ones(len(nodes), np.int64)
     remap[used] = np.arange(int(used.sum()))
     return TetMesh(nodes=nodes[used].copy(), tets=remap[tets].astype(np.int32), n_surface=n_s)
-
-
-def boundary_faces(tets: np.ndarray) -> np.ndarray:
-    """Faces (k, 3) that belong to exactly one tet, oriented outward."""
-    f = np.concatenate([tets[:, [1, 2, 3]], tets[:, [0, 3, 2]], tets[:, [0, 1, 3]], tets[:, [0, 2, 1]]])
-    key = np.sort(f, axis=1)
-    _, inv, cnt = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-    return f[cnt[inv.ravel()] == 1].astype(np.int32)

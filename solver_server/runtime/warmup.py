@@ -11,6 +11,10 @@ colliders needs are then in the on-disk cache (:mod:`solver_server.runtime.kerne
 ``warm-warmup-<quality>`` records it so ``--if-cold`` returns at once afterwards (the marker lives
 in the cache folder of the current sources, so an update compiles again).
 
+``--scene FILE`` warms a bake of that scene file instead (or besides, with ``--solver-quality``): the
+built-in scene compiles the mesh solvers' kernels only, so a farm that bakes MPM shots warms with one
+of them; its marker is ``warm-warmup-scene-<scene hash>``.
+
 Printed, one line per compiled kernel: ``compiling solver kernels 12/~254: module.kernel (41 s)``,
 then ``warm-up done: 260 kernels compiled for fast in 204 s; kernel cache: <folder>``.
 Also ``python -m solver_server.runtime.warmup`` (what the add-on runs: it needs no console script).
@@ -102,8 +106,23 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CACHE = 0, 1, 2, 3
 folder cannot be written (compiled kernels would be lost when the process ends)."""
 
 
-def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: TextIO = sys.stdout) -> int:
-    """Compile the kernels of each solver quality; returns a process exit code (:data:`EXIT_OK` ...).
+def _targets(qualities: Iterable[str], scene_files: Iterable[str]):
+    """[(label, marker, Scene)] to warm: the built-in scene per quality, then each scene file.
+    Raises SceneError / ProtocolError / OSError for a scene file that cannot be read or is refused."""
+    from protocol import load_scene
+    from .cache import scene_hash
+    out = [(quality, marker_name(quality), warmup_scene(quality)) for quality in qualities]
+    for path in scene_files:
+        scene = load_scene(path)
+        scene.validate()
+        out.append((f"scene {os.path.basename(path)}", f"warmup-scene-{scene_hash(scene)[:16]}", scene))
+    return out
+
+
+def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: TextIO = sys.stdout,
+           scene_files: Iterable[str] = ()) -> int:
+    """Compile the kernels of each solver quality (the built-in scene) and of each scene file;
+    returns a process exit code (:data:`EXIT_OK` ...).
 
     Prints one line per compiled kernel, then a summary: kernels compiled, seconds, cache folder."""
     from .bake import bake
@@ -112,6 +131,11 @@ def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: Tex
         if quality not in QUALITIES:
             print(f"clearance-server warmup: unknown solver quality {quality!r}; use {QUALITIES}", file=sys.stderr)
             return EXIT_USAGE
+    try:
+        targets = _targets(qualities, scene_files)
+    except Exception as e:   # a scene file that cannot be read or is refused
+        print(f"clearance-server warmup: cannot warm up with this scene file: {e}", file=sys.stderr)
+        return EXIT_USAGE
     folder = kernel_cache.active_dir()
     if not kernel_cache.is_writable():
         print(f"clearance-server warmup: cannot write the kernel cache folder {folder}: compiled kernels would be "
@@ -119,24 +143,24 @@ def warmup(qualities: Iterable[str] = ("fast",), if_cold: bool = False, log: Tex
               file=sys.stderr, flush=True)
         return EXIT_CACHE
     t_all, compiled, warmed = time.perf_counter(), 0, []
-    for quality in qualities:
-        if if_cold and is_warm(quality):
-            print(f"warm-up {quality}: kernels already compiled", file=log, flush=True)
+    for label, marker, scene in targets:
+        if if_cold and kernel_cache.is_warm(marker):
+            print(f"warm-up {label}: kernels already compiled", file=log, flush=True)
             continue
-        print(f"warm-up {quality}: compiling solver kernels (once per install or update; minutes on a slow "
+        print(f"warm-up {label}: compiling solver kernels (once per install or update; minutes on a slow "
               f"machine)", file=log, flush=True)
         t0 = time.perf_counter()
         lines = _KernelLines(log)
         with tempfile.TemporaryDirectory(prefix="clearance_warmup_") as tmp:
-            code = bake(warmup_scene(quality), os.path.join(tmp, "out"), log=lines)
+            code = bake(scene, os.path.join(tmp, "out"), log=lines)
         if code != 0:
-            print(f"clearance-server warmup: the {quality} warm-up bake failed (exit code {code}); the kernels "
+            print(f"clearance-server warmup: the {label} warm-up bake failed (exit code {code}); the kernels "
                   f"compiled so far stay in {folder}", file=sys.stderr, flush=True)
             return EXIT_FAILED
-        kernel_cache.mark_warm(marker_name(quality))
+        kernel_cache.mark_warm(marker)
         compiled += lines.count
-        warmed.append(quality)
-        print(f"warm-up {quality}: done in {time.perf_counter() - t0:.0f} s ({lines.count} kernels compiled)",
+        warmed.append(label)
+        print(f"warm-up {label}: done in {time.perf_counter() - t0:.0f} s ({lines.count} kernels compiled)",
               file=log, flush=True)
     what = f"{compiled} kernels compiled for {' and '.join(warmed)}" if warmed else "nothing to compile"
     print(f"warm-up done: {what} in {time.perf_counter() - t_all:.0f} s; kernel cache: {folder}", file=log,
@@ -148,16 +172,21 @@ def add_arguments(p) -> None:
     """The warm-up's options (shared by ``clearance-server warmup`` and ``python -m solver_server.runtime.warmup``)."""
     p.add_argument("--solver-quality", choices=QUALITIES, action="append",
                    help="solver whose kernels to compile (repeatable; default: fast, the default of new scenes)")
+    p.add_argument("--scene", action="append", metavar="FILE",
+                   help="also (without --solver-quality: only) compile the kernels a bake of this .clrscene needs, "
+                        "e.g. an MPM shot, which the built-in scene does not cover (repeatable)")
     p.add_argument("--if-cold", action="store_true", help="return at once when a warm-up of these sources finished")
 
 
 def run(args) -> int:
     """Run the warm-up for parsed :func:`add_arguments` options."""
-    return warmup(args.solver_quality or ["fast"], if_cold=args.if_cold)
+    scenes = args.scene or []
+    qualities = args.solver_quality or ([] if scenes else ["fast"])
+    return warmup(qualities, if_cold=args.if_cold, scene_files=scenes)
 
 
 def main(argv=None) -> int:
-    """``python -m solver_server.runtime.warmup [--solver-quality fast|accurate ...] [--if-cold]``
+    """``python -m solver_server.runtime.warmup [--solver-quality fast|accurate ...] [--scene FILE ...] [--if-cold]``
     (the same as ``clearance-server warmup``)."""
     import argparse
     p = argparse.ArgumentParser(prog="python -m solver_server.runtime.warmup", description=DESCRIPTION)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material, Scene, SceneError, Settings
-from scripts.measure_bounce import drop, first_bounce
+from tests.ipc.bounce import drop, first_bounce
 from solver_server.backends.mesh_backend import MeshBackend
 from solver_server.model.primitives import box
 
@@ -129,7 +129,7 @@ def test_fast_refuses_material_damping_by_name():
 
 @pytest.mark.slow   # ~20 s
 def test_bounce_depends_far_less_on_substeps_with_bdf2():
-    """scripts/measure_bounce.py's soft cube at 1 / 4 / 16 substeps (docs/solver.md, "Bounce")."""
+    """tests/ipc/bounce.py's soft cube (scripts/measure_bounce.py) at 1 / 4 / 16 substeps (docs/solver.md, "Bounce")."""
     e = {}
     for integ in ("implicit_euler", "bdf2"):
         for s in (1, 4, 16):

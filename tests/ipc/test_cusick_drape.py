@@ -1,10 +1,10 @@
 """Cusick drape test of the calibrated cloth presets (slow): a 30 cm specimen clamped on an 18 cm disc,
-draped to rest with the Accurate solver (scripts/cusick_drape.py). The drape coefficient must fall in the
+draped to rest with the Accurate solver (tests/ipc/cusick.py, scripts/cusick_drape.py). The drape coefficient must fall in the
 published band of each fabric (docs/solver.md, "Cloth presets"), and the fabrics must order
 silk < cotton < denim."""
 import pytest
 
-from scripts.cusick_drape import run
+from tests.ipc.cusick import run
 
 BANDS = {"silk": (0.30, 0.40), "cotton": (0.65, 0.75), "denim": (0.82, 0.92)}  # target +- 0.05
 

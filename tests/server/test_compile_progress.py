@@ -55,58 +55,26 @@ def test_message_reads_well():
 
 
 # -- end to end: a server and a bake that really compile a few kernels --------------------------------
-import shutil  # noqa: E402
+from protocol import Client, Frame, Progress  # noqa: E402
 
-from protocol import Client, Frame, Progress, save_scene  # noqa: E402
-from solver_server.runtime import kernel_cache  # noqa: E402
-from test_convergence_warning import box_on_floor  # noqa: E402
-
-REBUILT = ("winding.*",)
-"""Cache files left out of the copied kernel cache, so a few kernels are really compiled: a whole
-module a solid needs at build time, called from Python (a module called only from other cached
-kernels is linked into them and would never be compiled on its own). One small module keeps the
-test's compile to seconds; elastic_tet and fem_common as well cost ~2 minutes per test."""
 KERNEL_LINE = re.compile(r"compiling solver kernels (\d+)(/~\d+)?: \S+ \(\d+ s\)")
-
-
-def _nearly_warm_env(tmp_path, rebuilt=REBUILT) -> dict:
-    """Environment of a process whose kernel cache holds every kernel this environment has compiled
-    except those of a few modules (``rebuilt``, cache file patterns), so it really compiles a few
-    kernels and nothing else. Copies the cache the other tests use (``$NUMBA_CACHE_DIR`` or the
-    fingerprinted folder), which the ``warm_kernels`` fixture compiled ahead: on a cold cache this
-    process would otherwise compile every kernel into its throwaway copy."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    skip = shutil.ignore_patterns("warm-*", "compile_counts.json", *rebuilt)
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        src = os.environ["NUMBA_CACHE_DIR"]
-        dst = tmp_path / "numba"
-        if os.path.isdir(src):
-            shutil.copytree(src, dst, ignore=skip)
-        env["NUMBA_CACHE_DIR"] = str(dst)
-        env["CLEARANCE_STATE_DIR"] = str(tmp_path / "state")
-    else:
-        fp = kernel_cache.source_fingerprint()
-        src = os.path.join(kernel_cache.state_dir(), "numba", fp)
-        if os.path.isdir(src):
-            shutil.copytree(src, tmp_path / "state" / "numba" / fp, ignore=skip)
-        env["CLEARANCE_STATE_DIR"] = str(tmp_path / "state")
-    return env
+REBUILT_MODULE = "inside"
+"""The module whose kernels the nearly warm cache leaves out (conftest.COMPILE_REBUILT)."""
 
 
 def _counts(lines) -> list:
     return [int(m.group(1)) for m in (KERNEL_LINE.search(x) for x in lines) if m]
 
 
-def test_server_forwards_and_logs_each_compiled_kernel(tmp_path, warm_kernels):
-    warm_kernels("accurate")   # box_on_floor's quality: the copied cache holds all but REBUILT
-    env = _nearly_warm_env(tmp_path)
+def test_server_forwards_and_logs_each_compiled_kernel(tmp_path, compile_cache):
+    env = compile_cache.nearly_warm(tmp_path / "state")   # a real compile of 17 kernels, nothing else
     proc = subprocess.Popen([sys.executable, "-m", "solver_server", "serve", "--bind", "tcp://127.0.0.1:0"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         address = proc.stdout.readline().split()[-1]
         with Client(address, timeout=10.0) as c:
             c.connect()
-            job = c.submit(box_on_floor(speed=3.0), str(tmp_path / "cache"))
+            job = c.submit(compile_cache.scene, str(tmp_path / "cache"))
             events = list(c.events(job, timeout=900.0))
     finally:
         proc.terminate()
@@ -117,20 +85,22 @@ def test_server_forwards_and_logs_each_compiled_kernel(tmp_path, warm_kernels):
     assert msgs and msgs[0][0] < solved, [(type(e).__name__, getattr(e, "message", "")) for e in events]
     counts = _counts(m for _, m in msgs)   # the server's heartbeat repeats the latest one every second
     assert counts == sorted(counts) and sorted(set(counts)) == list(range(1, max(counts) + 1)), counts
-    assert any(m.split(": ")[1].split(".")[0] == "winding" for _, m in msgs), msgs
+    assert any(m.split(": ")[1].split(".")[0] == REBUILT_MODULE for _, m in msgs), msgs
     logged = [x for x in err.splitlines() if x.startswith("clearance-server: job ")]
     assert _counts(logged) == list(range(1, max(counts) + 1)), err[-2000:]
 
 
-def test_bake_cli_prints_each_compiled_kernel(tmp_path, warm_kernels):
-    warm_kernels("accurate")
-    env = _nearly_warm_env(tmp_path)
-    path = str(tmp_path / "s.clrscene")
-    save_scene(path, box_on_floor(speed=3.0))
-    r = subprocess.run([sys.executable, "-m", "solver_server", "bake", path, "--out", str(tmp_path / "o")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+def test_bake_cli_prints_each_compiled_kernel(tmp_path, compile_cache):
+    env = compile_cache.nearly_warm(tmp_path / "state")
+    r = subprocess.run([sys.executable, "-m", "solver_server", "bake", compile_cache.scene_file, "--out",
+                        str(tmp_path / "o")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     kernel_lines = [x for x in lines if x.startswith("[compiling]") and KERNEL_LINE.search(x)]
     assert kernel_lines and _counts(kernel_lines) == list(range(1, len(kernel_lines) + 1)), r.stdout
+    assert any(x.split(": ")[-1].startswith(REBUILT_MODULE + ".") for x in kernel_lines), kernel_lines
     assert lines.index(kernel_lines[0]) < next(i for i, x in enumerate(lines) if x.startswith("frame 2 done"))
+    # the copied cache served everything else: a second bake in the same cache compiles nothing
+    again = subprocess.run([sys.executable, "-m", "solver_server", "bake", compile_cache.scene_file, "--out",
+                            str(tmp_path / "o2")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and not KERNEL_LINE.search(again.stdout), again.stdout

@@ -91,7 +91,7 @@ def _wait_frames(client, job, count, timeout=10.0):
 def test_cancel_interrupts_a_long_frame(server, tmp_path):
     # Frame 2 sleeps 60 s: the job can only end "cancelled" without writing it if the server
     # stopped the child in the middle of the frame (cooperative flag, then terminate). How fast
-    # that happens is measured by scripts/bench_server.py, not asserted here.
+    # that happens is measured by benchmarks/server.py, not asserted here.
     scene = make_scene(n_frames=4, debug_frame_delay=60.0)
     with Client(server.address, timeout=5.0) as c:
         c.connect()

@@ -1,18 +1,25 @@
 """One implicit-Euler (or BDF-2) step by block descent (the "fast" solver quality).
 
-Same objective as the Newton stepper (ipc/integrator.py): inertia + elasticity + kappa x barrier
-+ lagged friction, y = x^n + h v^n + h^2 g, friction frozen at x^n. The step alternates contact
-detection (bounds.py: balls and barrier pairs) with batches of colour sweeps (sweep.py) until the
-largest vertex move of a sweep is below ``tol`` (m) and every prescribed vertex (collider, pin) is
-at its target, or the sweep budget is spent. Before a detection, a keyframed collider that is not
-at its target first takes its remaining move at once, carrying the free cloth in its way along, as
-far as CCD allows (collider_carry.py); whatever is left it makes inside its balls in the sweeps, so
-a keyframed collider can never push through cloth; if it cannot reach its target within the
-budget the step reports converged=False (the next step continues from where it stopped).
+Same objective as the Newton stepper (solvers/newton/integrator.py): inertia + elasticity + kappa x
+barrier + lagged friction, y = x^n + h v^n + h^2 g, friction frozen at x^n. The step starts every
+free vertex as far along its predicted move as CCD allows (inertial_guess.py), then alternates
+contact detection (bounds.py: admissible sets and barrier pairs) with batches of colour sweeps
+(sweep.run_sweeps) and, between batches, a global stretching correction (global_correction.py). It
+stops when a sweep's largest residual length (|g_i| h^2 / m_i, the move a vertex's force would cause
+on its inertia alone; the body version for affine bodies) is below ``tol`` (m) with every prescribed
+vertex (collider, pin) within PRESCRIBED_TOL of its target and every keyframed body at its target, or
+when the sweep budget (max_sweeps, plus up to PRESCRIBED_EXTRA sweeps while a collider or pin has
+not arrived) is spent; the size of the sweeps' moves is not a stop test (on a stack of stiff soft
+cubes the moves fall below tol long before the forces balance). Before a detection, a keyframed
+collider that is not at its target first takes its remaining move at once, carrying the free cloth
+in its way along, as far as CCD allows (collider_carry.py); whatever is left it makes inside its
+admissible sets in the sweeps, so a keyframed collider can never push through cloth; if it cannot
+reach its target within the budget the step reports converged=False (the next step continues from
+where it stopped). Isolated bodies end the step with their exact translation (free_translation.py).
 
-With ``integrator="bdf2"`` the objective is BDF-2's (ipc/bdf2.py): y = x_hat + h_e v_hat + h_e^2 g,
+With ``integrator="bdf2"`` the objective is BDF-2's (integrators/bdf2.py): y = x_hat + h_e v_hat + h_e^2 g,
 1/h_e^2 in front of the inertia, friction slip measured from x_hat, v = (x - x_hat) / h_e. The sweeps,
-balls and CCD are unchanged and still start from the intersection-free x^n.
+admissible sets and CCD are unchanged and still start from the intersection-free x^n.
 """
 from __future__ import annotations
 

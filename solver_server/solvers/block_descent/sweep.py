@@ -406,12 +406,17 @@ def _tet_volumes(x, tets, out):
 def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, BD, EL, SH, CT, FR,
                col_start, col_verts, rho, tol, presc_tol, x_prev1, x_prev2, k_cheb, omega, cut_limit, parallel, out,
                AB):
-    """Up to max_sweeps Gauss-Seidel sweeps over all colours, with Chebyshev acceleration
-    (spectral-radius estimate rho; 0 switches it off). Stops early when the largest free-vertex
-    step is below tol (m) and every prescribed vertex is within presc_tol (m) of its target
-    (out[3] = 1), or when balls cut the steps of cut_limit vertices in one sweep, or of any vertex
-    once CUT_PATIENCE sweeps have passed since the detection (out[2] = vertices cut: the caller re-detects contact, which
-    re-centres the balls).
+    """Up to max_sweeps Gauss-Seidel sweeps over all colours, then the affine bodies, with Chebyshev
+    acceleration after a sweep that cut no vertex (spectral-radius estimate rho; 0 switches it off,
+    the stepper's setting). Stops early (out[3] = 1) when, in the last sweep, the largest residual
+    length is below tol (m): over the free vertices |g_i| h^2 / m_i, the move vertex i's force would
+    cause on its inertia alone, evaluated at its position before its own update in that sweep, and
+    over the affine bodies their residual length (affine_block.affine_sweep) -- and every prescribed
+    vertex is within presc_tol (m) of its target and every keyframed body at its target. The size of
+    the moves the sweep made is not a stop test. Also stops when a collider's move was blocked by its
+    admissible set two or more sweeps after the detection, when the admissible sets cut the steps of
+    cut_limit vertices in one sweep, or of any vertex once CUT_PATIENCE sweeps have passed since the
+    detection (out[2] = vertices cut: the caller re-detects contact, which re-centres the sets).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
     out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after).
     AB: the affine bodies (affine_block.AffineBlocks.tuple), each one 12-DOF block updated after the

@@ -44,20 +44,3 @@ def bspline(x: float) -> float:
     if a < 1.5:
         return 0.5 * (1.5 - a) ** 2
     return 0.0
-
-
-@njit(cache=True, fastmath=False, error_model="numpy")
-def stencil_weights(gp: np.ndarray, base: np.ndarray, w: np.ndarray, dw: np.ndarray) -> None:
-    """Fill base (3,) int, w (3, 3) and dw (3, 3) [axis, node] for grid coordinate gp (3,)."""
-    for d in range(3):
-        b = stencil_base(gp[d])
-        base[d] = b
-        fx = gp[d] - b
-        w0, w1, w2 = weights_1d(fx)
-        d0, d1, d2 = dweights_1d(fx)
-        w[d, 0] = w0
-        w[d, 1] = w1
-        w[d, 2] = w2
-        dw[d, 0] = d0
-        dw[d, 1] = d1
-        dw[d, 2] = d2

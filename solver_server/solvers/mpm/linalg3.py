@@ -144,14 +144,6 @@ def svd3(F: np.ndarray, U: np.ndarray, sig: np.ndarray, V: np.ndarray, work: np.
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def det3(F: np.ndarray) -> float:
-    """Determinant of a 3x3 matrix."""
-    return (F[0, 0] * (F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1])
-            - F[0, 1] * (F[1, 0] * F[2, 2] - F[1, 2] * F[2, 0])
-            + F[0, 2] * (F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0]))
-
-
-@njit(cache=True, fastmath=False, error_model="numpy")
 def compose_usv(U: np.ndarray, sig: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
     """out = U diag(sig) V^T."""
     for i in range(3):

@@ -16,7 +16,7 @@
   64^2 drape's 12,675-DOF system where this takes 0.2-0.4 s.
 
 ``"cg"`` (3x3 block-Jacobi PCG, warm started from the previous direction) is kept for comparison in
-scripts/bench_ipc.py; it needs ~700 iterations on the drape and is no faster.
+benchmarks/ipc.py; it needs ~700 iterations on the drape and is no faster.
 """
 from __future__ import annotations
 

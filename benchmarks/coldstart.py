@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Cold and warm start of a bake: the first bake compiles the solver kernels, later ones load them.
 
 For each solver quality (Fast, Accurate) a 3-frame IPC bake of a soft box falling onto a floor
@@ -11,18 +10,15 @@ collider (it lands in the first frame, so the contact kernels compile too) runs 
 Reported: wall time of the whole process (start, compile, bake, write) and the kernels numba
 compiled (counted from the ``compiling solver kernels N`` progress lines the bake prints).
 
-Compile ahead (``--warmup``, also part of the full run): with an empty cache, ``python -m
+Compile ahead (``warmup_only=yes``, also part of the full run): with an empty cache, ``python -m
 solver_server.runtime.warmup`` (what the add-on runs right after installing the solver and before starting
 a server with a cold cache), then the same warm-up with ``--if-cold`` (what every later server start
 pays), then the Fast box bake: how long the artist's first bake takes once the warm-up ran.
 
-Prints a markdown section (scripts/bench.py style).
-
-    python scripts/bench_coldstart.py [--quick] [--warmup]   # --quick: Fast only; --warmup: compile-ahead only
+    python -m benchmarks [--quick] coldstart [warmup_only=yes]   # --quick: Fast only; warmup_only: compile-ahead only
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -32,12 +28,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
+from protocol import save_scene
+from tests.server.test_convergence_warning import box_on_floor
 
-from protocol import save_scene  # noqa: E402
-from test_convergence_warning import box_on_floor  # noqa: E402
+from .report import Table, log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TITLE = "Cold and warm start: the first bake compiles the solver kernels; compiling ahead"
 
 KERNEL = re.compile(r"compiling solver kernels (\d+)")
 
@@ -86,19 +83,15 @@ def compile_ahead(tmp: str) -> list:
                       ("first Fast bake after the warm-up", lambda: bake_once(path, os.path.join(tmp, "out_w"), env))):
         dt, cpu, n = run()
         rows.append((step, dt, cpu, n))
-        print(f"{step}: {dt:.1f} s ({cpu:.1f} s CPU), {n} kernels compiled", file=sys.stderr, flush=True)
+        log("coldstart", f"{step}: {dt:.1f} s ({cpu:.1f} s CPU), {n} kernels compiled")
     return rows
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--warmup", action="store_true", help="only the compile-ahead sequence")
-    args = ap.parse_args(argv)
+def section(quick: bool = False, warmup_only: bool = False) -> list:
     rows, ahead = [], []
     with tempfile.TemporaryDirectory(prefix="clearance_coldstart_") as tmp:
         ahead = compile_ahead(tmp)
-        for quality in () if args.warmup else ("fast",) if args.quick else ("fast", "accurate"):
+        for quality in () if warmup_only else ("fast",) if quick else ("fast", "accurate"):
             scene = box_on_floor(speed=3.0, frames=3)
             scene = dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, solver_quality=quality))
             path = os.path.join(tmp, f"{quality}.clrscene")
@@ -107,31 +100,21 @@ def main(argv=None) -> int:
                        CLEARANCE_STATE_DIR=os.path.join(tmp, f"state_{quality}"))
             for run in ("cold", "warm"):
                 dt, cpu, n = bake_once(path, os.path.join(tmp, f"out_{quality}_{run}"), env)
-                rows.append((quality, run, dt, cpu, n))
-                print(f"{quality} {run}: {dt:.1f} s ({cpu:.1f} s CPU), {n} kernels compiled", file=sys.stderr,
-                      flush=True)
+                rows.append((quality, run, f"{dt:.1f}", f"{cpu:.1f}", n))
+                log("coldstart", f"{quality} {run}: {dt:.1f} s ({cpu:.1f} s CPU), {n} kernels compiled")
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
+    parts = []
     if rows:
-        print("3-frame IPC bake of a soft box landing on a floor, `clearance-server bake` in a fresh process; cold = "
-              "empty kernel cache (fresh `NUMBA_CACHE_DIR`), warm = the same cache again. Kernels counted from the "
-              "bake's `compiling solver kernels N` lines (numba's own helpers included).\n")
-        print("| solver quality | start | wall time (s) | CPU time (s) | kernels compiled |")
-        print("| --- | --- | --- | --- | --- |")
-        for quality, run, dt, cpu, n in rows:
-            print(f"| {quality} | {run} | {dt:.1f} | {cpu:.1f} | {n} |")
-        print()
-    print("Compile ahead: `python -m solver_server.runtime.warmup` (a soft box and a cloth sheet landing on a floor, "
-          "Fast, 3 frames) from an empty cache, as the add-on runs it after installing the solver; then again with "
-          "`--if-cold`, as before every server start; then the Fast box bake above, the artist's first bake.\n")
-    print("| step | wall time (s) | CPU time (s) | kernels compiled |")
-    print("| --- | --- | --- | --- |")
-    for step, dt, cpu, n in ahead:
-        print(f"| {step} | {dt:.1f} | {cpu:.1f} | {n} |")
-    print(f"\nLoad average at the end: {' '.join(load)} (the machine is shared: wall times grow with load, CPU "
-          f"times (user + system, the process and its threads) much less).")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        parts += ["3-frame IPC bake of a soft box landing on a floor, `clearance-server bake` in a fresh process; cold = "
+                  "empty kernel cache (fresh `NUMBA_CACHE_DIR`), warm = the same cache again. Kernels counted from the "
+                  "bake's `compiling solver kernels N` lines (numba's own helpers included).",
+                  Table(["solver quality", "start", "wall time (s)", "CPU time (s)", "kernels compiled"], rows)]
+    parts += ["Compile ahead: `python -m solver_server.runtime.warmup` (a soft box and a cloth sheet landing on a floor, "
+              "Fast, 3 frames) from an empty cache, as the add-on runs it after installing the solver; then again with "
+              "`--if-cold`, as before every server start; then the Fast box bake above, the artist's first bake.",
+              Table(["step", "wall time (s)", "CPU time (s)", "kernels compiled"],
+                    [(step, f"{dt:.1f}", f"{cpu:.1f}", n) for step, dt, cpu, n in ahead]),
+              f"Load average at the end: {' '.join(load)} (the machine is shared: wall times grow with load, CPU "
+              f"times (user + system, the process and its threads) much less)."]
+    return parts

@@ -8,12 +8,11 @@ Starts a real ``python -m solver_server serve`` on a free loopback port and meas
   block up to 2 s in ``join`` at every job end);
 * submit-to-done of a 3-frame none-backend job (process spawn included).
 
-Usage: ``.venv/bin/python scripts/bench_server.py [--jobs 10] [--cancels 5]``. Prints one line
-per figure (median and max); exits 0. Nothing is asserted: the numbers depend on the machine.
+Usage: ``python -m benchmarks server [jobs=10] [cancels=5]``: one table row per figure (median and max).
+Nothing is asserted: the numbers depend on the machine.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -22,12 +21,13 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "protocol"))
+from protocol import Client, Done, Frame, Progress
+from tests.protocol.scenes import make_scene
 
-from protocol import Client, Done, Frame, Progress  # noqa: E402
-from scenes import make_scene  # noqa: E402
+from .report import Table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TITLE = "Server responsiveness: cancel latency, pings while jobs end, submit to done (none backend)"
 
 
 def start_server() -> tuple:
@@ -42,25 +42,22 @@ def start_server() -> tuple:
     return proc, line.split()[-1]
 
 
-def summary(name: str, xs: list) -> None:
-    """Print median and max of ``xs`` (seconds) in milliseconds."""
-    print(f"{name}: n={len(xs)} median {1000 * statistics.median(xs):.1f} ms, max {1000 * max(xs):.1f} ms",
-          flush=True)
+def summary(table: Table, name: str, xs: list) -> None:
+    """A row of ``table``: count, median and max of ``xs`` (seconds) in milliseconds."""
+    table.add(name, len(xs), f"{1000 * statistics.median(xs):.1f}", f"{1000 * max(xs):.1f}")
 
 
-def main() -> int:
-    """Run the measurements and print them."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=10, help="short jobs run back to back")
-    ap.add_argument("--cancels", type=int, default=5, help="cancels of a long frame")
-    args = ap.parse_args()
+def section(quick: bool = False, jobs: int = 10, cancels: int = 5) -> list:
+    """``jobs`` short jobs run back to back, ``cancels`` cancels of a long frame (--quick: 3 and 2)."""
+    n_jobs, n_cancels = (3, 2) if quick else (jobs, cancels)
+    table = Table(["figure", "n", "median (ms)", "max (ms)"])
     proc, address = start_server()
     tmp = tempfile.mkdtemp(prefix="clearance_bench_server_")
     try:
-        cancels = []
+        cancel_s = []
         with Client(address, timeout=10.0) as c:
             c.connect()
-            for i in range(args.cancels):
+            for i in range(n_cancels):
                 job = c.submit(make_scene(n_frames=4, debug_frame_delay=60.0), os.path.join(tmp, f"cancel{i}"))
                 seen_frame = False
                 for ev in c.events(job, timeout=60.0):   # the first frame, then "solving" the second
@@ -73,8 +70,8 @@ def main() -> int:
                 for ev in c.events(job, timeout=30.0):
                     if isinstance(ev, Done):
                         break
-                cancels.append(time.perf_counter() - t0)
-        summary("cancel mid-frame -> done", cancels)
+                cancel_s.append(time.perf_counter() - t0)
+        summary(table, "cancel mid-frame -> done", cancel_s)
 
         pings, stop = [], threading.Event()
 
@@ -87,27 +84,23 @@ def main() -> int:
 
         t = threading.Thread(target=pinger)
         t.start()
-        jobs = []
+        done_s = []
         try:
             with Client(address, timeout=10.0) as c:
                 c.connect()
-                for i in range(args.jobs):
+                for i in range(n_jobs):
                     t0 = time.perf_counter()
                     job = c.submit(make_scene(n_frames=3), os.path.join(tmp, f"job{i}"))
                     for ev in c.events(job, timeout=60.0):
                         if isinstance(ev, Done):
                             break
-                    jobs.append(time.perf_counter() - t0)
+                    done_s.append(time.perf_counter() - t0)
         finally:
             stop.set()
             t.join()
-        summary("3-frame none job, submit -> done", jobs)
-        summary("ping of another client while jobs end", pings)
+        summary(table, "3-frame none job, submit -> done", done_s)
+        summary(table, "ping of another client while jobs end", pings)
     finally:
         proc.terminate()
         proc.wait(10)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return ["A real `python -m solver_server serve` on a loopback port; none-backend jobs.", table]

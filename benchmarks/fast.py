@@ -2,35 +2,31 @@
 and against the Accurate (Newton IPC) solver, measured in the same run.
 
 drape: n x n quads, 1 m, dropped on a sphere (r = 0.25 m), self-contact, mu = 0.3, 24 fps (the scene
-of scripts/bench_ipc.py). Every frame after the first (JIT warm-up) is timed, for the whole run
+of benchmarks/ipc.py). Every frame after the first (JIT warm-up) is timed, for the whole run
 (48 frames by default), and every frame's edge-triangle intersections are counted with the exact
 check for both Clearance and Blender (cloth quality 5, self-collision on).
 Fast vs Accurate: the same scene at a size the Newton solver finishes in minutes; time, final shape
 RMS difference (m) and the resting contact gap (smallest contact distance at the last frame).
 
-Usage: python scripts/bench_fast.py [--quick] [--sizes 24 64] [--frames 48] [--accurate-size 24]
-       [--plot docs/img/fast_scaling.png]
+Usage: python -m benchmarks [--quick] fast [sizes=24,64] [frames=48] [accurate_size=24] [blender=no]
+       [plot=docs/img/fast_scaling.png]        (--quick: 24^2 and 32^2 over 12 frames, Accurate at 16^2)
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for p in (ROOT, os.path.join(ROOT, "scripts")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+from solver_server.backends.mesh_backend import MeshBackend
 
-from bench_ipc import drape_scene, run_blender_drape  # noqa: E402
-from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from .ipc import drape_scene, run_blender_drape
+from .report import Table, log
+
+TITLE = "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver"
 
 
 def _log(msg: str) -> None:
-    print(f"[bench_fast {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log("fast", msg)
 
 
 def run_clearance(n: int, frames: int, quality: str) -> dict:
@@ -77,35 +73,35 @@ def run(sizes, frames: int, accurate_size: int, blender: bool = True) -> dict:
     return out
 
 
-def markdown(res: dict, frames: int) -> str:
-    lines = [f"Drape over a sphere, self-contact, mu 0.3, 24 fps, {frames} frames, every frame after the "
-             "first timed; intersections = largest per-frame count of edge-triangle intersections (exact test).",
-             "",
-             "| grid | vertices | Fast s/frame | sweeps/frame | Fast intersections | Blender s/frame | Blender intersections | Fast / Blender |",
-             "|---|---|---|---|---|---|---|---|"]
+def tables(res: dict, frames: int) -> list:
+    """The section's parts for the results of :func:`run`."""
+    t = Table(["grid", "vertices", "Fast s/frame", "sweeps/frame", "Fast intersections", "Blender s/frame",
+               "Blender intersections", "Fast / Blender"], numeric=[False] + [True] * 7)
     bl = {b["quads"]: b for b in res["blender"]}
     for r in res["fast"]:
         b = bl.get(r["n"])
-        bs = f"{b['seconds_per_frame']:.3f}" if b else "-"
-        bi = str(b["max_intersections"]) if b else "-"
-        ratio = f"{r['seconds_per_frame'] / b['seconds_per_frame']:.2f}x" if b else "-"
-        lines.append(f"| {r['n']}^2 | {r['vertices']:,} | {r['seconds_per_frame']:.3f} | {r['iterations_per_frame']:.0f} | "
-                     f"{r['max_intersections']} | {bs} | {bi} | {ratio} |")
+        t.add(f"{r['n']}^2", f"{r['vertices']:,}", f"{r['seconds_per_frame']:.3f}", f"{r['iterations_per_frame']:.0f}",
+              r["max_intersections"], f"{b['seconds_per_frame']:.3f}" if b else "-",
+              str(b["max_intersections"]) if b else "-",
+              f"{r['seconds_per_frame'] / b['seconds_per_frame']:.2f}x" if b else "-")
+    parts = [f"Drape over a sphere, self-contact, mu 0.3, 24 fps, {frames} frames, every frame after the "
+             "first timed; intersections = largest per-frame count of edge-triangle intersections (exact test).", t]
     c = res["compare"]
     if c:
         fa, ac = c["fast"], c["accurate"]
-        lines += ["", f"Fast vs Accurate, {c['n']}^2 drape, {frames} frames (same run):", "",
-                  "| solver | s/frame | iterations/frame | max intersections | resting gap (m) |", "|---|---|---|---|---|",
-                  f"| Fast (block descent) | {fa['seconds_per_frame']:.3f} | {fa['iterations_per_frame']:.0f} sweeps | "
-                  f"{fa['max_intersections']} | {fa['min_distance']:.2e} |",
-                  f"| Accurate (Newton IPC) | {ac['seconds_per_frame']:.3f} | {ac['iterations_per_frame']:.0f} Newton | "
-                  f"{ac['max_intersections']} | {ac['min_distance']:.2e} |",
-                  "", f"Speed-up {ac['seconds_per_frame'] / fa['seconds_per_frame']:.1f}x; final shape RMS difference "
+        cmp = Table(["solver", "s/frame", "iterations/frame", "max intersections", "resting gap (m)"],
+                    numeric=[False, True, False, True, True])
+        cmp.add("Fast (block descent)", f"{fa['seconds_per_frame']:.3f}", f"{fa['iterations_per_frame']:.0f} sweeps",
+                fa["max_intersections"], f"{fa['min_distance']:.2e}")
+        cmp.add("Accurate (Newton IPC)", f"{ac['seconds_per_frame']:.3f}", f"{ac['iterations_per_frame']:.0f} Newton",
+                ac["max_intersections"], f"{ac['min_distance']:.2e}")
+        parts += [f"Fast vs Accurate, {c['n']}^2 drape, {frames} frames (same run):", cmp,
+                  f"Speed-up {ac['seconds_per_frame'] / fa['seconds_per_frame']:.1f}x; final shape RMS difference "
                   f"{c['rms'] * 1e3:.1f} mm (cloth 1 m wide)."]
-    return "\n".join(lines)
+    return parts
 
 
-def plot(res: dict, path: str) -> None:
+def plot_scaling(res: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -122,26 +118,16 @@ def plot(res: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="24^2 and 32^2 over 12 frames")
-    ap.add_argument("--sizes", type=int, nargs="*", default=None)
-    ap.add_argument("--frames", type=int, default=None)
-    ap.add_argument("--accurate-size", type=int, default=None)
-    ap.add_argument("--no-blender", action="store_true")
-    ap.add_argument("--plot", default=None)
-    a = ap.parse_args()
-    sizes = a.sizes or ([24, 32] if a.quick else [24, 64])
-    frames = a.frames or (12 if a.quick else 48)
-    acc = a.accurate_size if a.accurate_size is not None else (16 if a.quick else 24)
-    res = run(sizes, frames, acc, not a.no_blender)
-    print(markdown(res, frames))
-    if a.plot:
+def section(quick: bool = False, sizes: list = (), frames: int = 0, accurate_size: int = -1, blender: bool = True,
+            plot: str = "") -> list:
+    sizes = list(sizes) or ([24, 32] if quick else [24, 64])
+    frames = frames or (12 if quick else 48)
+    acc = accurate_size if accurate_size >= 0 else (16 if quick else 24)
+    res = run(sizes, frames, acc, blender)
+    parts = tables(res, frames)
+    if plot:
         try:
-            plot(res, a.plot)
+            plot_scaling(res, plot)
         except ImportError as e:  # matplotlib comes with the bench extra: pip install -e ".[bench]"
             _log(f"no plot: {e}")
-
-
-if __name__ == "__main__":
-    main()
+    return parts

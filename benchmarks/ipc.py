@@ -8,26 +8,25 @@ count_intersections (edge-triangle intersections of cloth + sphere). bpy is impo
 
 Sizes: full = 64^2 drape over 48 frames, stack 24 frames, scaling 16^2 / 32^2 / 64^2, linear solvers on the
 32^2 drape; --quick = 24^2 drape over 12 frames and smaller everything else (a few minutes).
-Usage: python scripts/bench_ipc.py [--quick] [--no-blender] [--frames N] [--plot docs/img/drape_scaling.png]
-``run()`` returns the results as a dict; __main__ prints a markdown section.
+Usage: python -m benchmarks [--quick] ipc [blender=no] [frames=N] [plot=docs/img/drape_scaling.png]
+``run()`` returns the results as a dict, ``section()`` the markdown section.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from protocol.scene import Body, Material, Scene, Settings
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.model.primitives import box, grid_sheet, icosphere
 
-from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
-from solver_server.model.primitives import box, grid_sheet, icosphere  # noqa: E402
+from .report import Table, log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TITLE = "IPC solver: drape vs Blender's cloth, stack, scaling"
 
 
 def drape_scene(n: int, frames: int, quality: str = "accurate") -> Scene:
@@ -40,8 +39,7 @@ def drape_scene(n: int, frames: int, quality: str = "accurate") -> Scene:
 
 
 def _log(msg: str) -> None:
-    """Progress on stderr (the markdown result goes to stdout)."""
-    print(f"[bench_ipc {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log("ipc", msg)
 
 
 def run_drape(n: int, frames: int, linear_solver: str = "direct") -> dict:
@@ -167,7 +165,10 @@ def run(quick: bool = False, blender: bool = True, plot: str | None = None, fram
     res["linear_solver"] = {m: run_drape(mid, 6 if quick else 12, m) for m in ("direct", "cg")}
     res["total_seconds"] = time.perf_counter() - t_start
     if plot:
-        res["plot"] = plot_scaling(res["scaling"], res.get("blender_drape"), plot)
+        try:
+            res["plot"] = plot_scaling(res["scaling"], res.get("blender_drape"), plot)
+        except ImportError as e:  # matplotlib comes with the bench extra: pip install -e ".[bench]"
+            _log(f"no plot: {e}")
     return res
 
 
@@ -192,49 +193,32 @@ def plot_scaling(scaling: list, blender: dict | None, path: str) -> str:
     return path
 
 
-def table(res: dict) -> str:
+def section(quick: bool = False, blender: bool = True, frames: int = 0,
+            plot: str = os.path.join(ROOT, "docs", "img", "drape_scaling.png")) -> list:
+    res = run(quick, blender, plot or None, frames or None)
     d = res["drape"]
-    lines = ["## IPC", "",
-             f"Drape: {d['quads']}x{d['quads']} quads ({d['vertices']} vertices) on a sphere, self-contact, mu 0.3, "
-             f"{d['frames']} frames at 24 fps (first frame, with JIT, not timed). Machine: {res['machine']}.", "",
-             "| solver | s/frame | Newton it./frame | s/Newton it. | max contacts | max intersections |",
-             "|---|---|---|---|---|---|",
-             f"| Clearance IPC | {d['seconds_per_frame']:.3f} | {d['newton_per_frame']:.1f} | "
-             f"{d['seconds_per_newton']:.3f} | {d['max_contacts']} | {d['max_intersections']} |"]
+    drape = Table(["solver", "s/frame", "Newton it./frame", "s/Newton it.", "max contacts", "max intersections"])
+    drape.add("Clearance IPC", f"{d['seconds_per_frame']:.3f}", f"{d['newton_per_frame']:.1f}",
+              f"{d['seconds_per_newton']:.3f}", d["max_contacts"], d["max_intersections"])
+    parts = [f"Drape: {d['quads']}x{d['quads']} quads ({d['vertices']} vertices) on a sphere, self-contact, mu 0.3, "
+             f"{d['frames']} frames at 24 fps (first frame, with JIT, not timed). Machine: {res['machine']}.", drape]
     bl = res.get("blender_drape")
     if bl and "error" not in bl:
-        lines.append(f"| Blender cloth | {bl['seconds_per_frame']:.3f} | - | - | - | {bl['max_intersections']} |")
-        lines.append(f"\nRatio ours / Blender: {d['seconds_per_frame'] / bl['seconds_per_frame']:.1f}x per frame.")
+        drape.add("Blender cloth", f"{bl['seconds_per_frame']:.3f}", "-", "-", "-", bl["max_intersections"])
+        parts.append(f"Ratio ours / Blender: {d['seconds_per_frame'] / bl['seconds_per_frame']:.1f}x per frame.")
     elif bl:
-        lines.append(f"| Blender cloth | failed: {bl['error'][:80]} | | | | |")
-    s = res["stack"]
-    lines += ["", f"Stack: {s['cubes']} soft cubes (~{s['tets_per_cube']} tets each) dropped in a pile, "
-              f"{s['frames']} frames: {s['seconds_per_frame']:.3f} s/frame, {s['newton_per_frame']:.1f} Newton "
-              f"it./frame, final intersections {s['max_intersections']}.", "",
-              "Scaling (drape):", "", "| vertices | frames | s/frame | Newton it./frame | s/Newton it. |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {r['vertices']} | {r['frames']} | {r['seconds_per_frame']:.3f} | {r['newton_per_frame']:.1f} | "
-              f"{r['seconds_per_newton']:.3f} |" for r in res["scaling"]]
-    ls = res["linear_solver"]
-    lines += ["", "Linear solver (drape, mid size): " + ", ".join(
-        f"{m}: {r['seconds_per_frame']:.3f} s/frame, {r['newton_per_frame']:.1f} it." for m, r in ls.items())]
-    lines.append(f"\nTotal benchmark time {res['total_seconds'] / 60:.1f} min.")
+        drape.add("Blender cloth", f"failed: {bl['error'][:80]}", "", "", "", "")
+    st = res["stack"]
+    parts.append(f"Stack: {st['cubes']} soft cubes (~{st['tets_per_cube']} tets each) dropped in a pile, "
+                 f"{st['frames']} frames: {st['seconds_per_frame']:.3f} s/frame, {st['newton_per_frame']:.1f} Newton "
+                 f"it./frame, final intersections {st['max_intersections']}.")
+    scaling = Table(["vertices", "frames", "s/frame", "Newton it./frame", "s/Newton it."])
+    for r in res["scaling"]:
+        scaling.add(r["vertices"], r["frames"], f"{r['seconds_per_frame']:.3f}", f"{r['newton_per_frame']:.1f}",
+                    f"{r['seconds_per_newton']:.3f}")
+    parts += ["Scaling (drape):", scaling, "Linear solver (drape, mid size): " + ", ".join(
+        f"{m}: {r['seconds_per_frame']:.3f} s/frame, {r['newton_per_frame']:.1f} it."
+        for m, r in res["linear_solver"].items()), f"Total benchmark time {res['total_seconds'] / 60:.1f} min."]
     if res.get("plot"):
-        lines.append(f"\n![drape scaling]({os.path.relpath(res['plot'], os.path.join(ROOT, 'docs'))})")
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-blender", action="store_true")
-    ap.add_argument("--frames", type=int, default=None, help="frames of the main drape (default 48, quick 12)")
-    ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "img", "drape_scaling.png"))
-    a = ap.parse_args(argv)
-    res = run(a.quick, not a.no_blender, a.plot, a.frames)
-    print(table(res))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        parts.append(f"![drape scaling]({os.path.relpath(res['plot'], os.path.join(ROOT, 'docs'))})")
+    return parts

@@ -6,28 +6,26 @@ in the unit box; 10^4, 10^5 and 10^6 particles (``--quick`` skips 10^6). Both so
 APIC with quadratic B-splines, float64, one SVD per particle per step, the same dt and separating
 walls. Taichi is imported here only (``pip install taichi``), never by the product.
 
-Usage: python scripts/bench_mpm.py [--quick] [--no-taichi] [--plot docs/img/mpm_scaling.png]
-``run()`` returns the results as a dict.
+Usage: python -m benchmarks [--quick] mpm [taichi=no] [plot=docs/img/mpm_scaling.png]
+``run()`` returns the results as a dict, ``section()`` the markdown section.
 """
 from __future__ import annotations
 
-import argparse
-import math
 import os
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from solver_server.solvers.mpm import materials
+from solver_server.solvers.mpm.grid import GridSpec
+from solver_server.solvers.mpm.memory import BYTES_PER_PARTICLE
+from solver_server.solvers.mpm.solver import MPMSolver
+from solver_server.solvers.mpm.timestep import max_dt
 
-from solver_server.solvers.mpm import materials  # noqa: E402
-from solver_server.solvers.mpm.grid import GridSpec  # noqa: E402
-from solver_server.solvers.mpm.memory import BYTES_PER_PARTICLE  # noqa: E402
-from solver_server.solvers.mpm.solver import MPMSolver  # noqa: E402
-from solver_server.solvers.mpm.timestep import max_dt  # noqa: E402
+from .report import Table, log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TITLE = "MPM: particle-steps per second vs Taichi (CPU)"
 
 GRAVITY = (0.0, 0.0, -9.81)
 
@@ -219,17 +217,26 @@ def run(quick: bool = False, taichi: bool = True, threads: int = 0) -> dict:
     return {"rows": rows, "threads": threads, "bytes_per_particle_state": BYTES_PER_PARTICLE}
 
 
-def table(res: dict) -> str:
-    lines = ["| material | particles | solver | steps | seconds | particle-steps/s | bytes/particle |",
-             "|---|---:|---|---:|---:|---:|---:|"]
+def section(quick: bool = False, taichi: bool = True, threads: int = 0,
+            plot: str = os.path.join(ROOT, "docs", "img", "mpm_scaling.png")) -> list:
+    res = run(quick=quick, taichi=taichi, threads=threads)
+    t = Table(["material", "particles", "solver", "steps", "seconds", "particle-steps/s", "bytes/particle"],
+              numeric=[False, True, False, True, True, True, True])
     for r in res["rows"]:
-        bpp = f"{r['bytes_per_particle']:.0f}" if "bytes_per_particle" in r else ""
-        lines.append(f"| {r['kind']} | {r['n']:,} | {r['solver']} | {r['steps']} | {r['seconds']:.2f} | "
-                     f"{r['pps']:.3g} | {bpp} |")
-    return "\n".join(lines)
+        t.add(r["kind"], f"{r['n']:,}", r["solver"], r["steps"], f"{r['seconds']:.2f}", f"{r['pps']:.3g}",
+              f"{r['bytes_per_particle']:.0f}" if "bytes_per_particle" in r else "")
+    parts = [t, f"threads: {res['threads']}; particle state: {res['bytes_per_particle_state']} bytes/particle "
+                f"(bytes/particle column includes the grid)"]
+    if plot:
+        try:
+            plot_scaling(res, plot)
+            parts.append(f"plot: {plot}")
+        except ImportError as e:  # matplotlib comes with the bench extra: pip install -e ".[bench]"
+            log("mpm", f"no plot: {e}")
+    return parts
 
 
-def plot(res: dict, path: str) -> None:
+def plot_scaling(res: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -248,18 +255,3 @@ def plot(res: dict, path: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="skip 10^6 particles")
-    ap.add_argument("--no-taichi", action="store_true")
-    ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "img", "mpm_scaling.png"))
-    a = ap.parse_args()
-    res = run(quick=a.quick, taichi=not a.no_taichi)
-    print(table(res))
-    print(f"\nthreads: {res['threads']}; particle state: {res['bytes_per_particle_state']} bytes/particle "
-          f"(bytes/particle column includes the grid)")
-    if a.plot:
-        plot(res, a.plot)
-        print(f"plot: {a.plot}")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Quadratic (10-node) vs linear (4-node) tetrahedra: accuracy and cost, measured in one run.
 
 1. Cantilever (1 m x 0.1 m x 0.1 m, clamped, own weight, tip sag L/1000, stable neo-Hookean): tip
@@ -6,22 +5,19 @@
    cell), with the nodes and the elastic gradient + Hessian time of one Newton iteration.
 2. A soft cube (0.2 m, 2x2 quads per face) dropped on a floor with the Accurate solver: seconds per
    implicit-Euler step and Newton iterations, linear vs quadratic on the same tets.
-Prints a markdown section (scripts/bench.py area ``tet10``).
+``python -m benchmarks [--quick] tet10`` (--quick: without the 80x8x8 linear cantilever, 8 frames).
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
 
-import numpy as np  # noqa: E402
+from tests.ipc.beam import box_mesh, elastic_terms, static_solve
 
-import solver_server  # noqa: E402,F401  (this tree's solver first)
-from tests.ipc.beam import box_mesh, elastic_terms, static_solve  # noqa: E402
+from .report import Table
+
+TITLE = "Quadratic vs linear tetrahedra: cantilever against Euler-Bernoulli, cost per step"
 
 
 def cantilever(cells, quadratic, nu, mixed=True, E=1.0e6, L=1.0, H=0.1):
@@ -63,37 +59,27 @@ def drop(element, frames):
     return b.system.n, sec / steps, its / steps
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    a = ap.parse_args(argv)
+def section(quick: bool = False) -> list:
     runs = [("linear", (20, 2, 2)), ("linear", (40, 4, 4)), ("quadratic, plain 4-point", (10, 2, 2)),
             ("quadratic, plain 4-point", (20, 2, 2)), ("quadratic", (5, 1, 1)), ("quadratic", (10, 2, 2)),
             ("quadratic", (20, 2, 2))]
-    if not a.quick:
+    if not quick:
         runs.insert(2, ("linear", (80, 8, 8)))
-    print("Cantilever 1 m x 0.1 m x 0.1 m, tip deflection / Euler-Bernoulli (Timoshenko shear adds ~1% at nu = 0.3; "
-          "exact ~1.01), stable neo-Hookean, lumped loads. `quadratic` is the product's element (mean-dilatation "
-          "volumetric term), `plain 4-point` the same element without it. `el. ms` = elastic gradient + Hessian "
-          "of one Newton iteration (the machine is shared: compare rows of one run only).\n")
-    print("| element | cells | nodes | nu = 0.3 | nu = 0.45 | nu = 0.49 | el. ms (nu = 0.3) |")
-    print("|---|---|---|---|---|---|---|")
+    beam = Table(["element", "cells", "nodes", "nu = 0.3", "nu = 0.45", "nu = 0.49", "el. ms (nu = 0.3)"])
     for kind, cells in runs:
         r = [cantilever(cells, kind != "linear", nu, "plain" not in kind) for nu in (0.3, 0.45, 0.49)]
-        print(f"| {kind} | {'x'.join(map(str, cells))} | {r[0][1]} | {r[0][0]:.3f} | "
-              f"{r[1][0]:.3f} | {r[2][0]:.3f} | {1e3 * r[0][2]:.2f} |", flush=True)
-    frames = 8 if a.quick else 16
-    print(f"\nSoft cube (0.2 m, E = 100 kPa) dropped on a floor, Accurate solver, frames 2-{frames}, same tets:\n")
-    print("| element | nodes | s / step | Newton its / step |")
-    print("|---|---|---|---|")
+        beam.add(kind, "x".join(map(str, cells)), r[0][1], f"{r[0][0]:.3f}", f"{r[1][0]:.3f}", f"{r[2][0]:.3f}",
+                 f"{1e3 * r[0][2]:.2f}")
+    frames = 8 if quick else 16
+    step = Table(["element", "nodes", "s / step", "Newton its / step"])
     res = {}
     for el in ("linear", "quadratic"):
-        n, s, i = drop(el, frames)
-        res[el] = s
-        print(f"| {el} | {n} | {s:.4f} | {i:.1f} |", flush=True)
-    print(f"\nQuadratic / linear cost per step: {res['quadratic'] / res['linear']:.1f}x")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        n, sec, its = drop(el, frames)
+        res[el] = sec
+        step.add(el, n, f"{sec:.4f}", f"{its:.1f}")
+    return ["Cantilever 1 m x 0.1 m x 0.1 m, tip deflection / Euler-Bernoulli (Timoshenko shear adds ~1% at nu = 0.3; "
+            "exact ~1.01), stable neo-Hookean, lumped loads. `quadratic` is the product's element (mean-dilatation "
+            "volumetric term), `plain 4-point` the same element without it. `el. ms` = elastic gradient + Hessian "
+            "of one Newton iteration (the machine is shared: compare rows of one run only).", beam,
+            f"Soft cube (0.2 m, E = 100 kPa) dropped on a floor, Accurate solver, frames 2-{frames}, same tets:", step,
+            f"Quadratic / linear cost per step: {res['quadratic'] / res['linear']:.1f}x"]

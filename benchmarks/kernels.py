@@ -10,24 +10,25 @@ moving down and sideways. Measured, in queries (pairs) per second or wall time:
   * barrier potential: candidate build + energy + gradient + PSD-projected Hessian assembled as a scipy
     sparse matrix (ipctk returns one), ours vs ipctk.BarrierPotential on NormalCollisions.
 Timings are the best of a few repeats after a warm-up (numba compilation excluded).
-Usage: python scripts/bench_kernels.py [n]
+Usage: python -m benchmarks kernels [n=40]   (--quick: n = 24)
 """
 from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from solver_server.contact import (CollisionMesh, edges_from_faces, find_candidates, find_candidates_ccd,  # noqa: E402
+from solver_server.contact import (CollisionMesh, edges_from_faces, find_candidates, find_candidates_ccd,
                                        point_triangle_dist2_batch, edge_edge_dist2_batch, point_triangle_ccd_batch,
                                        edge_edge_ccd_batch, max_step_size, barrier_energy, barrier_gradient,
                                        barrier_hessian, barrier_derivatives, count_active)
-from solver_server.threads import machine_has_idle_core  # noqa: E402
+from solver_server.threads import machine_has_idle_core
+
+from .report import Table
+
+TITLE = "Contact kernels: distances, CCD and barrier vs IPC Toolkit (ipctk)"
 
 
 def _sheets(n: int, gap: float = 0.004):
@@ -166,28 +167,22 @@ def run(n: int = 40, max_ipctk_pairs: int = 20000) -> dict:
     return res
 
 
-def _table(res: dict) -> str:
-    lines = [f"Machine: {res['machine']}",
-             f"Scene: two wavy sheets, {res['n_verts']} vertices, {res['n_faces']} triangles, {res['n_edges']} edges; "
-             f"CCD candidates: {res['pt_pairs']} point-triangle, {res['ee_pairs']} edge-edge", "",
-             "| kernel | ours (queries/s) | ipctk per pair (queries/s) | ratio |", "|---|---:|---:|---:|"]
+def section(quick: bool = False, n: int = 0) -> list:
+    res = run(n or (24 if quick else 40))
+    per = Table(["kernel", "ours (queries/s)", "ipctk per pair (queries/s)", "ratio"])
     for name, qo, qi in res["per_pair"]:
-        lines.append(f"| {name} | {qo:,.0f} | {qi:,.0f} | {qo / qi:.1f}x |")
-    lines += ["", "| mesh-level | ours | ipctk | ratio |", "|---|---:|---:|---:|"]
+        per.add(name, f"{qo:,.0f}", f"{qi:,.0f}", f"{qo / qi:.1f}x")
+    mesh = Table(["mesh-level", "ours", "ipctk", "ratio"], numeric=[False, True, True, True])
     s = res["step_size"]
     for key, label in (("ipctk_additive", "step size vs ipctk AdditiveCCD"),
                        ("ipctk_tight_inclusion", "step size vs ipctk TightInclusion")):
-        lines.append(f"| {label} | {s['ours'][0] * 1e3:.1f} ms (alpha {s['ours'][1]:.4f}) | "
-                     f"{s[key][0] * 1e3:.1f} ms (alpha {s[key][1]:.4f}) | {s[key][0] / s['ours'][0]:.1f}x |")
+        mesh.add(label, f"{s['ours'][0] * 1e3:.1f} ms (alpha {s['ours'][1]:.4f})",
+                 f"{s[key][0] * 1e3:.1f} ms (alpha {s[key][1]:.4f})", f"{s[key][0] / s['ours'][0]:.1f}x")
     b = res["barrier"]
-    lines.append(f"| barrier build + energy + gradient + PSD Hessian as CSR ({res['active_pairs']} active pairs) | "
-                 f"{b['ours'] * 1e3:.1f} ms | {b['ipctk'] * 1e3:.1f} ms | {b['ipctk'] / b['ours']:.1f}x |")
-    lines.append(f"| same, fused barrier_derivatives | {b['ours_fused'] * 1e3:.1f} ms | {b['ipctk'] * 1e3:.1f} ms | "
-                 f"{b['ipctk'] / b['ours_fused']:.1f}x |")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--quick"]
-    n = int(args[0]) if args else (24 if "--quick" in sys.argv else 40)
-    print(_table(run(n)))
+    mesh.add(f"barrier build + energy + gradient + PSD Hessian as CSR ({res['active_pairs']} active pairs)",
+             f"{b['ours'] * 1e3:.1f} ms", f"{b['ipctk'] * 1e3:.1f} ms", f"{b['ipctk'] / b['ours']:.1f}x")
+    mesh.add("same, fused barrier_derivatives", f"{b['ours_fused'] * 1e3:.1f} ms", f"{b['ipctk'] * 1e3:.1f} ms",
+             f"{b['ipctk'] / b['ours_fused']:.1f}x")
+    return [f"Machine: {res['machine']}\n"
+            f"Scene: two wavy sheets, {res['n_verts']} vertices, {res['n_faces']} triangles, {res['n_edges']} edges; "
+            f"CCD candidates: {res['pt_pairs']} point-triangle, {res['ee_pairs']} edge-edge", per, mesh]

@@ -1,15 +1,18 @@
 """Stiff bodies (ABD): a pile of cubes in Clearance (Fast and Accurate) vs Blender's rigid body world
 (Bullet), and vs the same scene with the stiff role as stiff FEM solids (the pre-ABD path), in one run.
 
-    python scripts/bench_abd.py [--quick] [--cubes 100] [--div 13] [--frames 24] [--no-accurate] [--no-blender]
-                                [--layer 5] [--fem-frames K] [--fem-div D] [--fem-quality accurate] [--fem-only]
+    python -m benchmarks [--quick] abd [cubes=100] [div=13] [frames=24] [accurate=no] [blender=no] [layer=5]
+                                       [fem_frames=K] [fem_div=D] [fem_quality=accurate] [fem_only=yes]
+                                       [fem_profile=yes] [partial=FILE]        (--quick: 25 cubes, 12 frames)
 
---fem-frames K (default 0: off) also bakes the first K frames of the scene as stiff FEM (tetrahedralised
-cubes, E = 1e8 Pa), beside ABD on the same K frames with the same solver; --fem-quality picks that solver
-(fast, accurate or both: fast then accurate); --fem-div D does that comparison on cubes of div D instead of
---div (a stiff FEM pile of 100 cubes of 1,016 surface vertices is ~1.7 million tets: one div-13 cube is
-3,368 nodes, 17,118 tets); --fem-only skips the pile table (Fast, Accurate, Bullet) and runs only the
-comparison. --layer S: layers of S x S cubes (default 5), so a few cubes still fall onto each other.
+fem_frames=K (default 0: off) also bakes the first K frames of the scene as stiff FEM (tetrahedralised
+cubes, E = 1e8 Pa), beside ABD on the same K frames with the same solver; fem_quality picks that solver
+(fast, accurate or both: fast then accurate); fem_div=D does that comparison on cubes of div D instead of
+div (a stiff FEM pile of 100 cubes of 1,016 surface vertices is ~1.7 million tets: one div-13 cube is
+3,368 nodes, 17,118 tets); fem_only=yes skips the pile table (Fast, Accurate, Bullet) and runs only the
+comparison; fem_profile=yes profiles the FEM runs (cProfile, top functions by own time to stderr).
+layer=S: layers of S x S cubes (default 5), so a few cubes still fall onto each other. partial=FILE
+rewrites FILE with the pile table so far after every Clearance frame (a run cut short keeps its figures).
 
 Scene: N cubes of 10 cm (each face split into div x div quads: 6 div^2 + 2 vertices, 1,016 at div 13),
 density 500 kg/m^3, mu 0.3, in layers of 5 x 5 (0.15 m pitch) above a ground plane, each layer shifted by half a cube
@@ -26,28 +29,30 @@ with scene.frame_set, timed the same way.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from protocol.scene import Body, Material, Scene, Settings
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.solvers.newton.integrator import TimeStepper
+from solver_server.model.system import build_system
+from solver_server.contact import count_intersections, edges_from_faces
+from solver_server.model.primitives import box, grid_sheet
 
-from protocol.scene import Body, Material, Scene, Settings  # noqa: E402
-from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
-from solver_server.solvers.newton.integrator import TimeStepper  # noqa: E402
-from solver_server.model.system import build_system  # noqa: E402
-from solver_server.contact import count_intersections, edges_from_faces  # noqa: E402
-from solver_server.model.primitives import box, grid_sheet  # noqa: E402
+from .report import Table, log, render
 
+TITLE = ("Stiff bodies (ABD): 100 cubes of 1,016 vertices falling into a pile, Fast vs Blender's rigid body (Bullet); "
+         "ABD vs stiff FEM")
 SIZE = 0.1  # m, cube edge
 
 
 def _log(msg: str) -> None:
-    print(f"[bench_abd {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log("abd", msg)
 
 
 def _rz(a: float) -> np.ndarray:
@@ -265,57 +270,56 @@ def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
             "frames": frames}
 
 
-def markdown(res: list, a) -> str:
+def pile_parts(res: list, a) -> list:
+    """The pile table (Fast, Accurate, Bullet) of results ``res`` for the settings ``a``."""
     nv = 6 * a.div ** 2 + 2
     res = [r for r in res if not r.get("fem_table")]
-    lines = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of {a.layer} x {a.layer} falling into a pile on "
-             f"the ground, {a.frames} frames at 24 fps asked, same run (the frames column: the frames each solver "
-             "completed; s / frame over frames 2 to the last, frame 1 apart). Intersections: exact edge-triangle "
-             "count summed over those frames; penetration: deepest cube-cube (separating-axis depth) or "
-             "cube-ground overlap over those frames.", "",
-             "| solver | frames | s / frame (wall) | CPU s / frame | vs Bullet (wall) | vs Bullet (CPU) | "
-             "first frame (s) | intersections | max penetration (mm) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    t = Table(["solver", "frames", "s / frame (wall)", "CPU s / frame", "vs Bullet (wall)", "vs Bullet (CPU)",
+               "first frame (s)", "intersections", "max penetration (mm)"], numeric=[False, False] + [True] * 7)
     bullet = next((r for r in res if "Bullet" in r["solver"]), None)
     for r in res:
-        ratio = f"{r['s_per_frame'] / bullet['s_per_frame']:.0f}x" if bullet else "-"
-        cratio = f"{r['cpu'] / bullet['cpu']:.0f}x" if bullet else "-"
-        first = f"{r['first']:.1f}" if r.get("first") is not None else "-"
-        lines.append(f"| {r['solver']} | 1-{r['frames']} | {r['s_per_frame']:.4g} | {r['cpu']:.4g} | {ratio} | "
-                     f"{cratio} | {first} | {r['intersections']} | {1e3 * r['penetration']:.2f} |")
+        t.add(r["solver"], f"1-{r['frames']}", f"{r['s_per_frame']:.4g}", f"{r['cpu']:.4g}",
+              f"{r['s_per_frame'] / bullet['s_per_frame']:.0f}x" if bullet else "-",
+              f"{r['cpu'] / bullet['cpu']:.0f}x" if bullet else "-",
+              f"{r['first']:.1f}" if r.get("first") is not None else "-", r["intersections"],
+              f"{1e3 * r['penetration']:.2f}")
+    parts = [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of {a.layer} x {a.layer} falling into a "
+             f"pile on the ground, {a.frames} frames at 24 fps asked, same run (the frames column: the frames each "
+             "solver completed; s / frame over frames 2 to the last, frame 1 apart). Intersections: exact "
+             "edge-triangle count summed over those frames; penetration: deepest cube-cube (separating-axis depth) "
+             "or cube-ground overlap over those frames.", t]
     chk = [r for r in res if "check" in r]
     if chk:
-        lines += ["", f"Start-frame exact intersection check on this scene ({chk[0]['vertices']:,} vertices): "
-                  f"{chk[0]['check']:.1f} s (numba expansion arithmetic for the coplanar pairs of the flat faces; "
-                  f"backend build including it: {chk[0]['build']:.1f} s)."]
-    return "\n".join(lines)
+        parts.append(f"Start-frame exact intersection check on this scene ({chk[0]['vertices']:,} vertices): "
+                     f"{chk[0]['check']:.1f} s (numba expansion arithmetic for the coplanar pairs of the flat faces; "
+                     f"backend build including it: {chk[0]['build']:.1f} s).")
+    return parts
 
 
-def fem_markdown(pairs: list, cubes: int, div: int, side: int) -> str:
+def fem_parts(pairs: list, cubes: int, div: int, side: int) -> list:
     """ABD vs stiff FEM on the same cubes and frames with the same solver, same run; pairs: (abd, fem)
     result dicts per solver quality."""
     nv = 6 * div ** 2 + 2
     frames = pairs[0][1]["frames"]
     unit = {"fast": "sweeps", "accurate": "Newton it."}
-    lines = [f"ABD vs stiff FEM, same run: {cubes} cubes of {nv:,} surface vertices (div {div}, layers of {side} x "
-             f"{side}), the first {frames} frames of the same pile, each solver on both; s / frame and "
-             f"iterations / frame over frames 2-{frames} (frame 1 includes compilation / cache load); CPU s / "
-             "frame: the process's CPU time (all threads) over the same frames.", "",
-             "| solver | stiff role as | s / frame | CPU s / frame | frame 1 (s) | iterations / frame | vertices | "
-             "tets | intersections |", "|---|---|---|---|---|---|---|---|---|"]
+    t = Table(["solver", "stiff role as", "s / frame", "CPU s / frame", "frame 1 (s)", "iterations / frame",
+               "vertices", "tets", "intersections"], numeric=[False, False] + [True] * 7)
     for abd, fem in pairs:
         q = abd["quality"].capitalize()
         for lab, r in (("affine bodies (ABD)", abd), ("stiff FEM (E = 1e8 Pa)", fem)):
-            lines.append(f"| {q} | {lab} | {r['s_per_frame']:.2f} | {r['cpu']:.2f} | {r['first']:.1f} | "
-                         f"{r['iterations']:.1f} "
-                         f"{unit[r['quality']]} | {r['vertices']:,} | {r['tets']:,} | {r['intersections']} |")
-    lines.append("")
+            t.add(q, lab, f"{r['s_per_frame']:.2f}", f"{r['cpu']:.2f}", f"{r['first']:.1f}",
+                  f"{r['iterations']:.1f} {unit[r['quality']]}", f"{r['vertices']:,}", f"{r['tets']:,}",
+                  r["intersections"])
+    parts = [f"ABD vs stiff FEM, same run: {cubes} cubes of {nv:,} surface vertices (div {div}, layers of {side} x "
+             f"{side}), the first {frames} frames of the same pile, each solver on both; s / frame and "
+             f"iterations / frame over frames 2-{frames} (frame 1 includes compilation / cache load); CPU s / "
+             "frame: the process's CPU time (all threads) over the same frames.", t]
     for abd, fem in pairs:
-        pf = lambda r: " / ".join(f"{t:.1f}" for t in r["per_frame"])  # noqa: E731
-        lines.append(f"{abd['quality'].capitalize()}: ABD is {fem['s_per_frame'] / abd['s_per_frame']:.1f}x faster "
+        pf = lambda r: " / ".join(f"{x:.1f}" for x in r["per_frame"])  # noqa: E731
+        parts.append(f"{abd['quality'].capitalize()}: ABD is {fem['s_per_frame'] / abd['s_per_frame']:.1f}x faster "
                      f"per frame ({fem['cpu'] / abd['cpu']:.1f}x in CPU time; frames: ABD {pf(abd)} s, "
                      f"FEM {pf(fem)} s).")
-    return "\n".join(lines)
+    return parts
 
 
 def _profiled(on: bool, fn, *args, **kw):
@@ -337,55 +341,37 @@ def _profiled(on: bool, fn, *args, **kw):
         print(buf.getvalue(), file=sys.stderr, flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="25 cubes, 12 frames")
-    ap.add_argument("--cubes", type=int, default=100)
-    ap.add_argument("--div", type=int, default=13)
-    ap.add_argument("--frames", type=int, default=24)
-    ap.add_argument("--layer", type=int, default=5, help="cubes per layer side (layers of S x S)")
-    ap.add_argument("--no-accurate", action="store_true")
-    ap.add_argument("--no-blender", action="store_true")
-    ap.add_argument("--partial", default="", help="rewrite this markdown file after every Clearance frame")
-    ap.add_argument("--fem-frames", type=int, default=0, help="also bake this many frames as stiff FEM (0: off)")
-    ap.add_argument("--fem-div", type=int, default=0, help="cube divisions for the FEM comparison (0: --div)")
-    ap.add_argument("--fem-quality", choices=("fast", "accurate", "both"), default="accurate",
-                    help="solver of the FEM comparison (both: fast, then accurate)")
-    ap.add_argument("--fem-only", action="store_true", help="only the ABD vs stiff FEM comparison")
-    ap.add_argument("--fem-profile", action="store_true",
-                    help="profile the FEM runs (cProfile, top functions by own time to stderr)")
-    a = ap.parse_args()
-    if a.quick:
-        a.cubes, a.frames = 25, 12
+def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 24, layer: int = 5,
+            accurate: bool = True, blender: bool = True, partial: str = "", fem_frames: int = 0, fem_div: int = 0,
+            fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False) -> list:
+    if fem_quality not in ("fast", "accurate", "both"):
+        raise SystemExit(f"abd: fem_quality must be fast, accurate or both, not {fem_quality!r}")
+    if quick:
+        cubes, frames = 25, 12
+    a = SimpleNamespace(cubes=cubes, div=div, frames=frames, layer=layer)
     parts = []
-    if not a.fem_only:
-        # Bullet first (seconds), then Clearance; with --partial the table so far is rewritten after every
+    if not fem_only:
+        # Bullet first (seconds), then Clearance; with partial= the table so far is rewritten after every
         # Clearance frame, so a run cut short still reports every frame it measured
-        bullet = ([run_bullet(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, a.layer)]
-                  if not a.no_blender else [])
+        bullet = [run_bullet(make_scene(cubes, div, frames, "fast", layer), frames, layer)] if blender else []
         done = []
 
-        def partial(r):
-            if a.partial:
-                Path(a.partial).write_text(markdown(done + [r] + bullet, a) + "\n")
+        def on_frame(r):
+            if partial:
+                Path(partial).write_text(render(pile_parts(done + [r] + bullet, a)) + "\n")
 
-        done.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "fast", a.layer), a.frames, on_frame=partial))
-        if not a.no_accurate:
-            done.append(run_clearance(make_scene(a.cubes, a.div, a.frames, "accurate", a.layer), a.frames,
-                                      on_frame=partial))
-        parts.append(markdown(done + bullet, a))
-    if a.fem_frames > 0:
-        fdiv = a.fem_div or a.div
+        done.append(run_clearance(make_scene(cubes, div, frames, "fast", layer), frames, on_frame=on_frame))
+        if accurate:
+            done.append(run_clearance(make_scene(cubes, div, frames, "accurate", layer), frames, on_frame=on_frame))
+        parts += pile_parts(done + bullet, a)
+    if fem_frames > 0:
+        fdiv = fem_div or div
         pairs = []
-        for q in (("fast", "accurate") if a.fem_quality == "both" else (a.fem_quality,)):
-            abd = run_clearance(make_scene(a.cubes, fdiv, a.fem_frames, q, a.layer), a.fem_frames)
-            fem = _profiled(a.fem_profile, run_clearance, make_scene(a.cubes, fdiv, a.fem_frames, q, a.layer),
-                            a.fem_frames, fem=True)
+        for q in (("fast", "accurate") if fem_quality == "both" else (fem_quality,)):
+            abd = run_clearance(make_scene(cubes, fdiv, fem_frames, q, layer), fem_frames)
+            fem = _profiled(fem_profile, run_clearance, make_scene(cubes, fdiv, fem_frames, q, layer), fem_frames,
+                            fem=True)
             pairs.append((abd, fem))
-            print(fem_markdown(pairs, a.cubes, fdiv, a.layer), file=sys.stderr, flush=True)  # so far
-        parts.append(fem_markdown(pairs, a.cubes, fdiv, a.layer))
-    print("\n\n".join(parts))
-
-
-if __name__ == "__main__":
-    main()
+            print(render(fem_parts(pairs, cubes, fdiv, layer)), file=sys.stderr, flush=True)  # so far
+        parts += fem_parts(pairs, cubes, fdiv, layer)
+    return parts

@@ -1,24 +1,23 @@
 """Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback through the real
 codec (encode, send, receive, decode), against a plain in-process numpy copy of the same bytes.
 
-    /work/venv/bin/python scripts/bench_protocol.py [--vertices N] [--frames F]
+    python -m benchmarks protocol [vertices=N] [frames=F]      (--quick: 10 frames instead of 30)
 
 Target (docs/protocol.md): wire / memcpy ratio >= 0.3.
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import threading
 import time
 
 import numpy as np
 import zmq
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from protocol.messages import Frame, decode_message, encode_message
 
-from protocol.messages import Frame, decode_message, encode_message  # noqa: E402
+from .report import Table
+
+TITLE = "Protocol throughput: 1,000,000-vertex float32 frames over tcp loopback vs a memory copy"
 
 
 def _wire(positions: np.ndarray, n_frames: int) -> float:
@@ -77,23 +76,12 @@ def run(vertices: int = 1_000_000, frames: int = 30, repeats: int = 3) -> dict:
     return res
 
 
-def markdown(res: dict) -> str:
-    return "\n".join([
-        "| path | GB/s | ms / frame |",
-        "| --- | ---: | ---: |",
-        f"| tcp loopback, codec encode+send+recv+decode ({res['vertices']:,} vertices, {res['frame_mb']:.1f} MB) "
-        f"| {res['wire_gb_s']:.2f} | {res['wire_ms_per_frame']:.2f} |",
-        f"| numpy copy of the same bytes | {res['memcpy_gb_s']:.2f} | "
-        f"{1e3 * res['frame_mb'] / 1e3 / res['memcpy_gb_s']:.2f} |",
-        f"| ratio (target >= 0.3) | {res['ratio']:.2f} | |",
-    ])
-
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vertices", type=int, default=1_000_000)
-    ap.add_argument("--frames", type=int, default=30)
-    ap.add_argument("--quick", action="store_true", help="10 frames instead of 30 (same frame size)")
-    a = ap.parse_args()
-    r = run(a.vertices, 10 if a.quick else a.frames)
-    print(markdown(r))
+def section(quick: bool = False, vertices: int = 1_000_000, frames: int = 30) -> list:
+    res = run(vertices, 10 if quick else frames)
+    t = Table(["path", "GB/s", "ms / frame"], numeric=[False, True, True])
+    t.add(f"tcp loopback, codec encode+send+recv+decode ({res['vertices']:,} vertices, {res['frame_mb']:.1f} MB)",
+          f"{res['wire_gb_s']:.2f}", f"{res['wire_ms_per_frame']:.2f}")
+    t.add("numpy copy of the same bytes", f"{res['memcpy_gb_s']:.2f}",
+          f"{1e3 * res['frame_mb'] / 1e3 / res['memcpy_gb_s']:.2f}")
+    t.add("ratio (target >= 0.3)", f"{res['ratio']:.2f}", "")
+    return [t]

@@ -1,6 +1,6 @@
 """Accurate (Newton IPC) path: the cheaper configuration against the previous one, in the same run.
 
-The drape of scripts/bench_ipc.py (n x n-quad cloth over a sphere, self-contact, mu 0.3, 24 fps, solver
+The drape of benchmarks/ipc.py (n x n-quad cloth over a sphere, self-contact, mu 0.3, 24 fps, solver
 quality "accurate") is baked twice per size, once per configuration:
 
 * ``before``: the previous Newton configuration, selected at run time: the stopping rule "step+rms"
@@ -14,28 +14,24 @@ quality "accurate") is baked twice per size, once per configuration:
 
 Per frame: wall seconds of the step (``stats["seconds"]``), Newton iterations and the exact
 edge-triangle intersection count. The first frame (JIT compilation) is not timed.
-Usage: python scripts/bench_accurate.py [--quick] [--sizes 24 64] [--frames 48 14] [--configs before after]
-(``--frames`` gives the last frame per size; --quick = 24^2 over 12 frames). Prints a markdown section.
+Usage: python -m benchmarks [--quick] accurate [sizes=24,64] [frames=48,14] [configs=before,after]
+(``frames`` gives the last frame per size; --quick = 24^2 over 12 frames).
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for p in (ROOT, os.path.join(ROOT, "scripts")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from bench_ipc import drape_scene  # noqa: E402
-from solver_server.backends.mesh_backend import MeshBackend  # noqa: E402
+from solver_server.backends.mesh_backend import MeshBackend
 from solver_server.contact import terms as contact_bridge
-from solver_server.solvers.newton import integrator, linear_solve  # noqa: E402
-from solver_server.integrators import stop_test  # noqa: E402
+from solver_server.integrators import stop_test
+from solver_server.solvers.newton import integrator, linear_solve
+
+from .ipc import drape_scene
+from .report import Table, log
+
+TITLE = "Accurate path (Newton IPC): before / after the cheaper stopping rule, friction solve and Cholesky"
 
 CONFIGS = {
     "before": dict(stop_rule="step+rms", friction_updates=1, cholmod=False),
@@ -52,7 +48,7 @@ CONFIGS = {
 
 
 def _log(msg: str) -> None:
-    print(f"[bench_accurate {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log("accurate", msg)
 
 
 def run_config(name: str, n: int, last_frame: int, scene_frames: int = 48) -> dict:
@@ -85,50 +81,43 @@ def run_config(name: str, n: int, last_frame: int, scene_frames: int = 48) -> di
             "x": x, "per_frame": rows, "analyses_factorisations": reuse}
 
 
-def table(results: list) -> str:
-    lines = ["| drape | frames timed | configuration | s/frame | Newton it./frame | s/Newton it. | max it. in a frame "
-             "| max intersections |", "|---|---|---|---|---|---|---|---|"]
+def tables(results: list) -> list:
+    """The section's parts for the results of :func:`run_config`."""
+    t = Table(["drape", "frames timed", "configuration", "s/frame", "Newton it./frame", "s/Newton it.",
+               "max it. in a frame", "max intersections"], numeric=[False, False, False] + [True] * 5)
     for r in results:
-        lines.append(f"| {r['n']}^2 | {r['frames'][0]}-{r['frames'][1]} | {r['config']} | {r['s_per_frame']:.3f} | "
-                     f"{r['it_per_frame']:.1f} | {r['s_per_it']:.3f} | {r['max_it']} | {r['intersections']} |")
-    by = {}
-    for r in results:
-        by.setdefault(r["n"], {})[r["config"]] = r
+        t.add(f"{r['n']}^2", f"{r['frames'][0]}-{r['frames'][1]}", r["config"], f"{r['s_per_frame']:.3f}",
+              f"{r['it_per_frame']:.1f}", f"{r['s_per_it']:.3f}", r["max_it"], r["intersections"])
+    parts = [t]
     for r in results:
         if r["analyses_factorisations"]:
             an, fa = r["analyses_factorisations"]
-            lines.append(f"\n{r['n']}^2 {r['config']}: CHOLMOD symbolic analyses {an} for {fa} factorisations "
+            parts.append(f"{r['n']}^2 {r['config']}: CHOLMOD symbolic analyses {an} for {fa} factorisations "
                          f"(pattern reused {100.0 * (1 - an / max(fa, 1)):.0f}%, frame 1 included).")
+    by = {}
+    for r in results:
+        by.setdefault(r["n"], {})[r["config"]] = r
     for n, d in by.items():
         if "before" in d and "after" in d:
             a, b = d["after"], d["before"]
             rms = float(np.sqrt(((a["x"] - b["x"]) ** 2).sum(1).mean()))
-            lines.append(f"\n{n}^2: after / before = {a['s_per_frame'] / b['s_per_frame']:.2f}x time per frame, "
+            parts.append(f"{n}^2: after / before = {a['s_per_frame'] / b['s_per_frame']:.2f}x time per frame, "
                          f"{a['it_per_frame'] / b['it_per_frame']:.2f}x iterations per frame; cloth positions at "
                          f"frame {a['frames'][1]} differ by {rms * 1e3:.1f} mm RMS.")
-    return "\n".join(lines)
+    return parts
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sizes", type=int, nargs="+", default=None)
-    ap.add_argument("--frames", type=int, nargs="+", default=None, help="last frame, one per size")
-    ap.add_argument("--configs", nargs="+", default=["before", "after"], choices=list(CONFIGS))
-    a = ap.parse_args(argv)
-    sizes = a.sizes or ([24] if a.quick else [24, 64])
-    frames = a.frames or ([12] if a.quick else [48, 14][:len(sizes)])
+def section(quick: bool = False, sizes: list = (), frames: list = (), configs: list = ("before", "after")) -> list:
+    sizes = list(sizes) or ([24] if quick else [24, 64])
+    frames = list(frames) or ([12] if quick else [48, 14][:len(sizes)])
     if len(frames) != len(sizes):
-        ap.error("--frames needs one last frame per size")
+        raise SystemExit("accurate: frames needs one last frame per size")
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"accurate: unknown configuration {unknown[0]!r}; use {', '.join(CONFIGS)}")
     t0 = time.perf_counter()
-    results = [run_config(c, n, f) for n, f in zip(sizes, frames) for c in a.configs]
-    print("Drape over a sphere (scripts/bench_ipc.py's scene), solver quality Accurate; `before` = the previous "
-          "Newton configuration selected at run time (stopping rule step+rms, one friction re-solve, SuperLU), "
-          f"`after` = the defaults (linear solver: {linear_solve.direct_backend()}).\n")
-    print(table(results))
-    print(f"\nTotal {(time.perf_counter() - t0) / 60:.1f} min.")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    results = [run_config(c, n, f) for n, f in zip(sizes, frames) for c in configs]
+    return ["Drape over a sphere (benchmarks/ipc.py's scene), solver quality Accurate; `before` = the previous "
+            "Newton configuration selected at run time (stopping rule step+rms, one friction re-solve, SuperLU), "
+            f"`after` = the defaults (linear solver: {linear_solve.direct_backend()})."] + tables(results) + [
+            f"Total {(time.perf_counter() - t0) / 60:.1f} min."]

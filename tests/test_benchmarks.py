@@ -1,0 +1,61 @@
+"""The benchmark runner (benchmarks/): one table format, one argument parser, one report.
+
+The areas themselves take minutes and measure time, so they are not run here except the server area at
+its quick size (a real server process, a few seconds): the runner must write its section and compose
+docs/benchmarks.md from every area's file.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import AREAS
+from benchmarks.__main__ import settings
+from benchmarks.report import Table, render
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_one_table_format_right_aligns_numeric_columns():
+    t = Table(["solver", "s/frame", "ratio"])
+    t.add("Fast", "0.123", "2.5x")
+    t.add("Blender cloth", "1,234.5", "-")
+    assert t.markdown().splitlines() == ["| solver | s/frame | ratio |", "| --- | ---: | ---: |",
+                                         "| Fast | 0.123 | 2.5x |", "| Blender cloth | 1,234.5 | - |"]
+    with pytest.raises(ValueError):
+        t.add("too", "few")
+    assert render(["A paragraph.", t, ""]).split("\n\n")[0] == "A paragraph."
+
+
+def test_settings_take_the_type_of_the_section_keyword():
+    assert settings("fast", ["sizes=24,64", "frames=12", "blender=no", "accurate_size=0"]) == \
+        {"sizes": [24, 64], "frames": 12, "blender": False, "accurate_size": 0}
+    assert settings("abd", ["fem-quality=both", "fem_only=yes"]) == {"fem_quality": "both", "fem_only": True}
+    with pytest.raises(SystemExit, match="has no setting 'cubes'"):
+        settings("fast", ["cubes=3"])
+    with pytest.raises(SystemExit, match="expected yes or no"):
+        settings("fast", ["blender=maybe"])
+
+
+def test_every_area_module_has_a_title_and_a_section():
+    import importlib
+    import inspect
+    for area in AREAS:
+        m = importlib.import_module(f"benchmarks.{area}")
+        assert m.TITLE and "quick" in inspect.signature(m.section).parameters, area
+
+
+def test_the_runner_writes_the_area_and_composes_the_report(tmp_path):
+    out = tmp_path / "docs" / "benchmarks.md"
+    r = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "server"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    part = (tmp_path / "docs" / "bench" / "server.md").read_text()
+    assert part.startswith("## Server responsiveness") and "| cancel mid-frame -> done | 2 |" in part
+    assert "`python -m benchmarks --quick server`" in part
+    report = out.read_text()
+    assert report.count("\n## ") == len(AREAS) and "Not measured yet: `python -m benchmarks protocol`" in report
+    bad = subprocess.run([sys.executable, "-m", "benchmarks", "--out", str(out), "nosuch"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown area 'nosuch'" in bad.stderr
