@@ -62,6 +62,18 @@ MPM_DOMAIN_OF_OLD_SCENES = "box"
 """What a scene without ``mpm_domain`` means: before protocol 1.2 the domain box always had walls."""
 GRAIN_SIZE_OF_OLD_SCENES = 0.0
 ELEMENT_OF_OLD_SCENES = "linear"
+AIR_DRAG_OF_OLD_SCENES = 0.0
+"""What a material without ``air_drag`` means: before protocol 1.5 cloth felt no air."""
+PRESSURE_OF_OLD_SCENES = 0.0
+"""What a material without ``pressure`` means: before protocol 1.5 no cloth was inflated."""
+FIELD_KINDS = ("wind", "force", "vortex")
+"""Force field kinds (``ForceField.kind``, Blender's field types of the same names). ``wind``: air moving
+along the field object's local +Z at ``strength`` m/s; it acts on cloth through its surface (Material.air_drag).
+``vortex``: air swirling about the field object's +Z axis at ``strength`` m/s, also through the surface.
+``force``: an acceleration of ``strength`` m/s^2 away from the field object's origin (negative: towards)."""
+FIELD_SHAPES = ("point", "plane", "line")
+"""Falloff distance of a field (``ForceField.shape``, Blender's Shape): ``point`` from the object's origin,
+``plane`` along its +Z axis (Blender's default for Wind), ``line`` from its Z axis."""
 """What a material without ``element`` means: before protocol 1.3 every solid was linear tets."""
 """What a material without ``grain_size`` means: before protocol 1.2 sand friction was
 rate-independent (grain_size 0 switches the mu(I) rheology off)."""
@@ -137,6 +149,8 @@ MATERIAL_RANGES = {
     "viscosity": Range(0.0, 1e9, unit="Pa·s"),
     "yield_stress": Range(0.0, 1e12, unit="Pa"),
     "grain_size": Range(0.0, 1.0, unit="m", hint="sand grains are 0.06-2 mm; 0 switches mu(I) off"),
+    "air_drag": Range(0.0, 1e4, unit="Pa·s/m", hint="force per area per m/s of normal air speed; ~1 for cloth in air"),
+    "pressure": Range(-1e7, 1e7, unit="Pa", hint="inside minus outside; a party balloon is ~1e3"),
 }
 """Accepted material values: physical bounds (density, moduli > 0, Poisson < 0.5, angles < 90°)
 and far beyond anything an artist needs at the top (a 1e30 Pa modulus ran 'done' with no
@@ -184,6 +198,8 @@ class Material:
     yield_stress: float = 1.0e3        # Pa (mud, von Mises)
     grain_size: float = 1.0e-3         # m, sand mu(I) rheology (0: rate-independent); absent on the wire: 0
     element: str = "linear"            # solid tets, one of ELEMENTS (since protocol 1.3; absent: linear)
+    air_drag: float = 0.0              # Pa*s/m, cloth: normal air drag per area per m/s (since 1.5; absent: 0)
+    pressure: float = 0.0              # Pa, closed cloth: inside minus outside pressure (since 1.5; absent: 0)
 
     def validate(self, obj: str) -> None:
         """Refuse NaN, infinity and values outside :data:`MATERIAL_RANGES` (SceneError naming
@@ -226,6 +242,7 @@ class Body:
     pin_indices: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))
     pin_targets: Optional[np.ndarray] = None
     animation: Optional[np.ndarray] = None
+    field_weights: tuple = (1.0, 1.0, 1.0)   # wind, force, vortex (FIELD_WEIGHT_KINDS); since protocol 1.5
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -291,7 +308,67 @@ class Body:
             raise SceneError(f"{o}: role {self.role!r} needs faces but the mesh has none", o, "triangles")
         if self.role == "rod" and self.edges.shape[0] == 0:
             raise SceneError(f"{o}: role 'rod' needs edges but the mesh has none", o, "edges")
+        try:
+            w = [float(c) for c in self.field_weights]
+        except (TypeError, ValueError):
+            w = []
+        if len(w) != len(FIELD_WEIGHT_KINDS) or not all(math.isfinite(c) and abs(c) <= 1e3 for c in w):
+            raise SceneError(f"{o}: field_weights must be {len(FIELD_WEIGHT_KINDS)} finite numbers in [-1000, 1000] "
+                             f"({', '.join(FIELD_WEIGHT_KINDS)})", o, "field_weights")
         self.material.validate(o)
+
+
+FIELD_WEIGHT_KINDS = ("wind", "force", "vortex")
+"""Order of ``Body.field_weights``: Blender's Field Weights of the cloth (All times the kind's weight)."""
+
+
+@dataclass(frozen=True)
+class ForceField:
+    """One Blender force field object (since protocol 1.5), sampled once per frame of the bake range
+    like a collider: ``strength`` (F,) and ``flow`` (F,) float64 follow their keyframes, ``matrix`` (F, 4, 4)
+    float64 is the object's world matrix (its origin and +Z axis orient the field).
+
+    Falloff (Blender's ``falloff_power``, ``distance_min``/``distance_max``): at distance r (per ``shape``)
+    the field is scaled by (1 + r - r_min)^-power, by 1 inside ``distance_min`` (when ``use_min``) and by 0
+    beyond ``distance_max`` (when ``use_max``). ``flow`` (1/s, ``force`` only) adds the drag -flow * v per unit
+    mass, pulling a vertex's velocity towards rest (Blender's Flow). Units: m/s (wind, vortex), m/s^2 (force).
+    """
+
+    name: str
+    kind: str
+    strength: np.ndarray
+    matrix: np.ndarray
+    flow: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    shape: str = "plane"
+    falloff_power: float = 0.0
+    use_min: bool = False
+    distance_min: float = 0.0
+    use_max: bool = False
+    distance_max: float = 0.0
+
+    def validate(self, n_frames: int) -> None:
+        """Check kind, shape, array shapes and finiteness; raise SceneError naming the field object."""
+        o = self.name
+        if not isinstance(o, str) or not o or len(o) > MAX_NAME_LENGTH:
+            raise SceneError("a force field has an empty or over-long name", "", "force_fields")
+        if self.kind not in FIELD_KINDS:
+            raise SceneError(f"{o}: unknown force field kind {self.kind!r}; use one of {FIELD_KINDS}", o, "kind")
+        if self.shape not in FIELD_SHAPES:
+            raise SceneError(f"{o}: unknown force field shape {self.shape!r}; use one of {FIELD_SHAPES}", o, "shape")
+        for name, shape in (("strength", (n_frames,)), ("matrix", (n_frames, 4, 4))):
+            a = getattr(self, name)
+            if not (isinstance(a, np.ndarray) and a.shape == shape and a.dtype == np.float64):
+                raise SceneError(f"{o}: force field {name} must be a float64 array of shape {shape}", o, name)
+            if not np.isfinite(a).all() or np.abs(a).max(initial=0.0) > 1e9:
+                raise SceneError(f"{o}: force field {name} contains NaN, infinity or values beyond 1e9", o, name)
+        f = self.flow
+        if not (isinstance(f, np.ndarray) and f.dtype == np.float64 and f.shape in ((0,), (n_frames,))):
+            raise SceneError(f"{o}: force field flow must be a float64 array of shape ({n_frames},) or empty", o, "flow")
+        if not np.isfinite(f).all() or (f < 0).any() or (f > 1e6).any():
+            raise SceneError(f"{o}: force field flow must be finite and in [0, 1e6] 1/s", o, "flow")
+        for name, rng in (("falloff_power", Range(0.0, 100.0)), ("distance_min", Range(0.0, MAX_COORDINATE, unit="m")),
+                          ("distance_max", Range(0.0, MAX_COORDINATE, unit="m"))):
+            check_range(getattr(self, name), rng, o, name, f"{o}: force field {name}")
 
 
 @dataclass(frozen=True)
@@ -378,6 +455,7 @@ class Scene:
     settings: Settings
     bodies: tuple
     name: str = "scene"
+    force_fields: tuple = ()   # ForceField objects (since protocol 1.5; absent: none)
 
     def validate(self) -> None:
         self.settings.validate()
@@ -389,6 +467,13 @@ class Scene:
             raise SceneError(f"body names must be unique; repeated: {sorted(dup)}", sorted(dup)[0], "name")
         for b in self.bodies:
             b.validate(self.settings.n_frames)
+        for f in self.force_fields:
+            if not isinstance(f, ForceField):
+                raise SceneError("force_fields must hold ForceField objects", "", "force_fields")
+            f.validate(self.settings.n_frames)
+        fnames = [f.name for f in self.force_fields]
+        if len(set(fnames)) != len(fnames):
+            raise SceneError("force field names must be unique", "", "force_fields")
         if self.settings.backend != "none" and all(b.role == "collider" for b in self.bodies):
             raise SceneError("every body is a collider: nothing to simulate; give an object the solid, cloth, rod, stiff or granular role", "", "bodies")
 

@@ -12,7 +12,8 @@ peers working: decoding a settings map without such a field gives the value an o
 meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mpm_domain`` absent ->
 "box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2; ``material.element``
 absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> "implicit_euler", the
-only IPC integrator before 1.4), and encoding for
+only IPC integrator before 1.4; ``material.air_drag`` and ``material.pressure`` absent -> 0, the scene's
+``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import (ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, INTEGRATOR_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
+from .scene import (AIR_DRAG_OF_OLD_SCENES, PRESSURE_OF_OLD_SCENES, ForceField, ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, INTEGRATOR_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
                     Material, Scene, Settings)
 from .version import PROTOCOL_VERSION, version_str
 
@@ -40,13 +41,25 @@ SETTINGS_USED_BY = {"mpm_domain": ("mpm",), "integrator": ("ipc",)}
 when the scene's backend does not use it (its value cannot change that peer's result)."""
 
 MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES),
-                  "element": ((1, 3), ELEMENT_OF_OLD_SCENES)}
+                  "element": ((1, 3), ELEMENT_OF_OLD_SCENES),
+                  "air_drag": ((1, 5), AIR_DRAG_OF_OLD_SCENES),
+                  "pressure": ((1, 5), PRESSURE_OF_OLD_SCENES)}
 """Material fields added by a minor version, as SETTINGS_SINCE. Each is read by some bodies only
 (:data:`MATERIAL_USED_BY`): for other bodies it is left out for an older peer whatever its value."""
 
 MATERIAL_USED_BY = {"grain_size": lambda b: b.role == "granular" and b.material.mpm_material == "sand",
-                    "element": lambda b: b.role == "solid"}
+                    "element": lambda b: b.role == "solid",
+                    "air_drag": lambda b: b.role == "cloth",
+                    "pressure": lambda b: b.role == "cloth"}
 """Material field -> which bodies read it (a predicate on the Body)."""
+
+FORCE_FIELDS_SINCE = (1, 5)
+"""Protocol version that added the scene's ``force_fields`` and the bodies' ``field_weights``. For an
+older peer both are left out when the scene has no force field (weights then change nothing), and a
+scene with force fields is refused naming ``force_fields``."""
+
+FIELD_ARRAYS = {"strength": "<f8", "matrix": "<f8", "flow": "<f8"}
+"""ForceField array fields and their wire dtypes."""
 
 BODY_ARRAYS = {
     "vertices": ("<f8", False),
@@ -108,6 +121,13 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
     """The wire map of a scene (arrays converted to their wire dtypes), for a peer speaking
     ``peer_version`` (see :data:`SETTINGS_SINCE`; raises ProtocolError when that peer cannot
     honour a setting)."""
+    peer = (int(peer_version[0]), int(peer_version[1]))
+    old = peer[0] == FORCE_FIELDS_SINCE[0] and peer < FORCE_FIELDS_SINCE
+    if old and scene.force_fields:
+        raise ProtocolError(
+            f"the server speaks protocol {version_str(peer)}, which predates force fields (added in "
+            f"{version_str(FORCE_FIELDS_SINCE)}); remove the scene's force fields or update the server",
+            "scene.force_fields")
     bodies = []
     for b in scene.bodies:
         d = {}
@@ -118,10 +138,23 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
                 d[f.name] = None if v is None else np.ascontiguousarray(v, dtype=dt)
             elif f.name == "material":
                 d[f.name] = _material_for(b, peer_version)
+            elif f.name == "field_weights" and old:
+                continue
             else:
                 d[f.name] = list(v) if isinstance(v, tuple) else v
         bodies.append(d)
-    return {"name": scene.name, "settings": _settings_for(scene.settings, peer_version), "bodies": bodies}
+    out = {"name": scene.name, "settings": _settings_for(scene.settings, peer_version), "bodies": bodies}
+    if not old:
+        out["force_fields"] = [_field_to_wire(f) for f in scene.force_fields]
+    return out
+
+
+def _field_to_wire(ff: ForceField) -> dict:
+    d = {}
+    for f in dataclasses.fields(ForceField):
+        v = getattr(ff, f.name)
+        d[f.name] = np.ascontiguousarray(v, dtype=FIELD_ARRAYS[f.name]) if f.name in FIELD_ARRAYS else v
+    return d
 
 
 def _scalar(value: Any, default: Any, path: str) -> Any:
@@ -172,8 +205,8 @@ def _dataclass_from(cls: type, d: Any, path: str, special: dict) -> Any:
     return cls(**kw)
 
 
-def _array(name: str):
-    dt, nullable = BODY_ARRAYS[name]
+def _array(name: str, table: dict = None):
+    dt, nullable = (BODY_ARRAYS if table is None else table)[name]
 
     def conv(v: Any, path: str) -> Any:
         if v is None and nullable:
@@ -209,7 +242,15 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
         return dataclasses.replace(m, **absent) if absent else m
 
     body_special = {name: _array(name) for name in BODY_ARRAYS}
-    body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity)
+    body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity,
+                        field_weights=lambda v, p: _scalar(v, (1.0, 1.0, 1.0), p))
+    field_special = {name: _array(name, {k: (dt, False) for k, dt in FIELD_ARRAYS.items()}) for name in FIELD_ARRAYS}
+    field_special.update(name=_str, kind=_str, shape=_str)
+
+    def force_fields(v: Any, p: str) -> tuple:
+        if not isinstance(v, list):
+            raise ProtocolError("must be a list of force fields", p)
+        return tuple(_dataclass_from(ForceField, f, f"{p}[{i}]", field_special) for i, f in enumerate(v))
 
     def settings(v: Any, p: str) -> Settings:
         s = _dataclass_from(Settings, v, p, {})
@@ -223,4 +264,5 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
             raise ProtocolError("must be a list of bodies", p)
         return tuple(_dataclass_from(Body, b, f"{p}[{i}]", body_special) for i, b in enumerate(v))
 
-    return _dataclass_from(Scene, d, path, {"settings": settings, "bodies": bodies, "name": _str})
+    return _dataclass_from(Scene, d, path, {"settings": settings, "bodies": bodies, "name": _str,
+                                            "force_fields": force_fields})
