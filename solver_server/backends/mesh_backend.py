@@ -14,6 +14,7 @@ import numpy as np
 from protocol.scene import PREVIEW_ERROR, Scene, SceneError
 from solver_server.integrators.damping import vertex_damping
 from solver_server.integrators.energy_guard import EnergyGuard
+from solver_server.integrators.external import ExternalForces
 from solver_server.solvers.newton.integrator import TimeStepper
 from solver_server.model.system import build_system
 from .base import Backend, FrameResult, ProgressFn
@@ -33,6 +34,7 @@ class MeshBackend(Backend):
         if getattr(st, "solver_quality", "accurate") == "fast":
             _refuse_quadratic_in_fast(scene)
             _refuse_damping_in_fast(scene)
+            _refuse_air_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
         _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
@@ -57,7 +59,8 @@ class MeshBackend(Backend):
         else:
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
                                        linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
-                                       damping=vertex_damping(self.system, scene))
+                                       damping=vertex_damping(self.system, scene),
+                                       external=ExternalForces(self.system) if self.system.external is not None else None)
         self.guard = EnergyGuard(self.system, st.gravity, ct)
         self.progress("compiling", 1.0)
 
@@ -261,6 +264,24 @@ def _refuse_damping_in_fast(scene: Scene) -> None:
             raise SceneError(f"{b.name}: material Damping ({b.material.damping:g} s) needs the Converged solver; set "
                              "Solver Quality to Converged, or the object's Damping to 0 for the Preview solver",
                              b.name, "damping")
+
+
+def _refuse_air_in_fast(scene: Scene) -> None:
+    """The Fast (block-descent) solver has no air drag, force fields or pressure (integrators/external.py):
+    name the first object that asks for one."""
+    fields = tuple(getattr(scene, "force_fields", ()))
+    for b in scene.bodies:
+        m = b.material
+        if b.role == "cloth" and getattr(m, "air_drag", 0.0) > 0.0:
+            raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Accurate solver; set Solver to "
+                             "Accurate, or the object's Air Drag to 0 for the Fast solver", b.name, "air_drag")
+        if b.role == "cloth" and getattr(m, "pressure", 0.0) != 0.0:
+            raise SceneError(f"{b.name}: Pressure ({m.pressure:g} Pa) needs the Accurate solver; set Solver to "
+                             "Accurate, or the object's Pressure to 0 for the Fast solver", b.name, "pressure")
+    if fields:
+        f = fields[0]
+        raise SceneError(f"{f.name}: force fields need the Accurate solver; set Solver to Accurate, or turn off "
+                         "Force Fields in the Clearance bake settings for the Fast solver", f.name, "force_fields")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

@@ -27,6 +27,7 @@ from .checks import check_solid, check_triangles, triangle_areas
 from .tetmesh import tetrahedralize
 from solver_server.energies import bending, elastic_tet, elastic_tet10, membrane, shell_bending
 from .dof_map import DofMap
+from .force_fields import build_external
 from solver_server.energies.elasticity import ElasticTerms
 from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
@@ -72,6 +73,7 @@ class System:
     mass_z: Optional[np.ndarray] = None    # (n_z,) kg: lumped inertia of free vertex rows (0 on slaved rows)
     dynamic_z: Optional[np.ndarray] = None  # (n_z,) bool: lumped inertia/gravity applies (vertex rows only)
     weight_z: Optional[np.ndarray] = None  # (n_z,) kg: residual / penalty weight (body rows: diag of Mbar)
+    external: Optional[object] = None      # model/force_fields.ExternalSpec: air drag, force fields, pressure
 
     def __post_init__(self):
         if self.dof_map is None:
@@ -266,6 +268,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
                   stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off)})
     if abd_specs:
         _add_affine_bodies(sysm, abd_specs, abd_anim, abd_vel, F)
+    sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)
     return sysm
 
 

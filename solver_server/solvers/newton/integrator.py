@@ -48,9 +48,10 @@ class IncrementalPotential:
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
                  pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
-                 damping: Optional[StepDamping] = None):
+                 damping: Optional[StepDamping] = None, external=None):
         """h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
-        x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None."""
+        x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None;
+        external: air drag, force fields and pressure of this step (integrators/external.StepExternal) or None."""
         self.s = sys
         self.D = sys.dof_map
         self.ab = sys.affine
@@ -60,6 +61,8 @@ class IncrementalPotential:
         self.x_hat = x_n if x_hat is None else x_hat
         self.x_tilde = self.x_hat + h * v_n
         self.damping = damping
+        self.external = external
+        self._ext_H = None     # the external terms' free-DOF matrix (constant within the step without pressure)
         self.g = gravity
         self.contact = contact
         self.m = sys.mass_z
@@ -104,6 +107,8 @@ class IncrementalPotential:
         e += h2 * el
         if self.damping is not None:
             e += self.h * self.damping.energy(x[:self.nx] - self.x_hat[:self.nx])
+        if self.external is not None:
+            e += self.external.energy(x[:self.nx])
         if len(self.pen_idx):
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
@@ -138,6 +143,8 @@ class IncrementalPotential:
         g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
         if self.damping is not None:
             g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
+        if self.external is not None:
+            g[:3 * self.nx] += self.external.gradient(x[:self.nx])
         if self.ab is not None:
             g += self.ab.gradient(x, self.x_tilde, self.g, h2)
         if len(self.pen_idx):
@@ -167,6 +174,10 @@ class IncrementalPotential:
             v = h2 * v
         H = self.pattern.matrix(v, diag[self.free_dofs])
         nf = self.free_dofs.size
+        if self.external is not None:
+            if self._ext_H is None or self.external.has_pressure:
+                self._ext_H = free_block(*self.external.hessian(x[:self.nx]), self.dof_map, nf)
+            H = H + self._ext_H
         if self.ab is not None:
             ra, ca, va = self.ab.hessian(x, h2)
             H = H + free_block(ra, ca, va, self.dof_map, nf)
@@ -204,8 +215,9 @@ class TimeStepper:
 
     def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
                  linear_solver: str = "direct", integrator: str = "implicit_euler",
-                 damping: Optional[np.ndarray] = None):
-        """damping: (N,) s per vertex Rayleigh coefficient k_d (ipc/damping.py), None or all 0: off."""
+                 damping: Optional[np.ndarray] = None, external=None):
+        """damping: (N,) s per vertex Rayleigh coefficient k_d (ipc/damping.py), None or all 0: off;
+        external: integrators/external.ExternalForces (air drag, force fields, pressure) or None."""
         self.s = sys
         self.h = float(h)
         self.gravity = np.asarray(gravity, np.float64)
@@ -219,6 +231,7 @@ class TimeStepper:
         self.v = sys.vz0.copy()
         self.static_fixed = np.zeros(self.D.n_z, bool)
         self.history = History(integrator, gravity_rows(sys, self.gravity))
+        self.external = external
         self.kd = None if damping is None or not np.any(np.asarray(damping) > 0) else np.asarray(damping, np.float64)
 
     def _try_direct(self, x: np.ndarray, idx: np.ndarray, target: np.ndarray) -> bool:
@@ -262,6 +275,7 @@ class TimeStepper:
         x = self.x.copy() if start is None else np.array(start, np.float64)
         x_hat, v_hat, h_e = self.history.targets(x_n, self.v, self.h)
         damp = StepDamping(s.elastic, x_n[:s.n], self.kd) if self.kd is not None else None
+        ext = self.external.for_step(x_n, x_hat, h_e, frame_end) if self.external is not None else None
         fixed = np.zeros(self.D.n_z, bool)
         pen_idx = np.zeros(0, np.int64)
         pen_t = np.zeros((0, 3))
@@ -279,7 +293,8 @@ class TimeStepper:
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
             ip = IncrementalPotential(s, x_n, v_hat, h_e, self.gravity, self.contact, fixed, pen_idx, pen_t,
-                                      kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp)
+                                      kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp,
+                                      external=ext)
             res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations

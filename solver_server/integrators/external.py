@@ -1,0 +1,103 @@
+"""Air drag, force fields and pressure in one implicit step (model/force_fields.py, energies/air.py,
+energies/pressure.py): the terms the incremental potential adds, already scaled by the step.
+
+With h the potential's step (h_e under BDF-2), x_hat the velocity reference (v = (x - x_hat)/h) and the
+normals, areas, air velocities and field accelerations lagged at the step start x^n (fields at the step's
+end time), the step adds
+
+  air drag      sum_t h c_t / 2 (n_t . (xbar_t - xhatbar_t - h u_t))^2         c_t = k_t A_t (energies/air.py)
+  Force fields  -h^2 sum_i m_i a_i . x_i  +  h / 2 sum_i m_i r_i |x_i - x_hat_i|^2   (a_i m/s^2, r_i flow 1/s)
+  pressure      h^2 (-sum_t p_t V_t(x))
+
+all convex quadratics except pressure (its element Hessians are PSD-projected). Units: J, N, N/m.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from solver_server.energies import air, pressure
+from solver_server.energies.fem_common import hessian_pattern
+
+
+class ExternalForces:
+    """Builds the per-step terms of a System's ExternalSpec (None when the scene has none)."""
+
+    def __init__(self, system):
+        self.spec = system.external
+        self.mass = system.mass
+        self.n = system.n
+        self.frame_start = system.frame_start
+        sp = self.spec
+        self._air_rc = hessian_pattern(sp.air_tris) if len(sp.air_tris) else None
+        self._p_rc = hessian_pattern(sp.pressure_tris) if len(sp.pressure_tris) else None
+
+    def for_step(self, x_n: np.ndarray, x_hat: np.ndarray, h: float, frame_end: float) -> "StepExternal":
+        """The terms of the step from x^n (vertex rows (N, 3)) ending at fractional frame ``frame_end``."""
+        return StepExternal(self, np.ascontiguousarray(x_n[:self.n]), np.ascontiguousarray(x_hat[:self.n]), h,
+                            frame_end - self.frame_start)
+
+
+class StepExternal:
+    """energy / gradient / hessian of one step's external terms on the vertex rows (N, 3)."""
+
+    def __init__(self, ef: ExternalForces, x_n: np.ndarray, x_hat: np.ndarray, h: float, frame_index: float):
+        sp = ef.spec
+        self.ef, self.h, self.x_hat, self.n = ef, h, x_hat, ef.n
+        self.has_air = len(sp.air_tris) > 0
+        if self.has_air:
+            self.normal, area = air.lagged_frame(x_n, sp.air_tris)
+            self.air_disp = np.ascontiguousarray(h * sp.air_velocity(x_n, frame_index))
+            self.hc = np.ascontiguousarray(h * sp.air_k * area)
+            self.air_vals = air.drag_hessian_elems(sp.air_tris, self.normal, self.hc).reshape(-1)
+        acc, rate = sp.acceleration(x_n, frame_index) if len(sp.vertex_weight) else (None, None)
+        self.has_field = acc is not None and (np.any(acc) or np.any(rate))
+        if self.has_field:
+            self.force = (h * h) * ef.mass[:, None] * acc      # N * s^2: the linear term's coefficient
+            self.flow_c = h * ef.mass * rate                    # kg: h m_i r_i
+        self.has_pressure = len(sp.pressure_tris) > 0
+
+    def energy(self, x: np.ndarray) -> float:
+        sp = self.ef.spec
+        e = 0.0
+        if self.has_air:
+            e += air.drag_energy(x, self.x_hat, sp.air_tris, self.normal, self.air_disp, self.hc)
+        if self.has_field:
+            d = x - self.x_hat
+            e += -float((self.force * x).sum()) + 0.5 * float((self.flow_c[:, None] * d * d).sum())
+        if self.has_pressure:
+            e += self.h * self.h * pressure.pressure_energy(x, sp.pressure_tris, sp.pressure)
+        return e
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """(3N,) N."""
+        sp = self.ef.spec
+        g = np.zeros(3 * self.n)
+        if self.has_air:
+            g += air.drag_gradient(x, self.x_hat, sp.air_tris, self.normal, self.air_disp, self.hc, self.n)
+        if self.has_field:
+            g += (-self.force + self.flow_c[:, None] * (x - self.x_hat)).ravel()
+        if self.has_pressure:
+            g += self.h * self.h * pressure.pressure_gradient(x, sp.pressure_tris, sp.pressure, self.n)
+        return g
+
+    def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
+        """COO (rows, cols, vals) over the 3N vertex DOFs, N/m."""
+        sp = self.ef.spec
+        rows, cols, vals = [], [], []
+        if self.has_air:
+            rows.append(self.ef._air_rc[0])
+            cols.append(self.ef._air_rc[1])
+            vals.append(self.air_vals)
+        if self.has_field and np.any(self.flow_c):
+            d = np.repeat(np.arange(self.n, dtype=np.int64), 3) * 3 + np.tile(np.arange(3), self.n)
+            rows.append(d)
+            cols.append(d)
+            vals.append(np.repeat(self.flow_c, 3))
+        if self.has_pressure:
+            rows.append(self.ef._p_rc[0])
+            cols.append(self.ef._p_rc[1])
+            vals.append(self.h * self.h * pressure.pressure_hessian_elems(x, sp.pressure_tris, sp.pressure,
+                                                                         project).reshape(-1))
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

@@ -1,0 +1,185 @@
+"""Air, force fields and pressure as the solvers see them: which triangles feel the air (and how much),
+which feel an internal pressure, and the scene's force fields evaluated at points and times.
+
+Fields (protocol.scene.ForceField, Blender's field objects sampled once per frame; linear in time between
+samples like a collider): at a point x, with o the field object's origin, z its unit +Z axis and r the
+falloff distance of its shape (``point`` |x - o|, ``plane`` |z.(x - o)|, ``line`` distance from the Z axis),
+the falloff is 0 beyond distance_max (use_max), 1 inside distance_min (use_min), else
+(1 + r - r_min)^-power (r_min = distance_min when use_min, else 0; Blender's rule), and
+
+  wind    air velocity  strength * falloff * z                          (m/s)
+  vortex  air velocity  strength * falloff * unit(z x (x - o))          (m/s)
+  force   acceleration  strength * falloff * unit(x - o)                (m/s^2; negative strength attracts)
+          plus the drag -flow * falloff * v per unit mass (1/s)
+
+each times the body's field weight of that kind (Body.field_weights). Air velocities act on cloth through
+its surface (energies/air.py, Material.air_drag); accelerations act on every simulated vertex of cloth,
+solids and rods (stiff bodies ignore fields).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from protocol.scene import FIELD_WEIGHT_KINDS, SceneError
+
+WIND, FORCE, VORTEX = (FIELD_WEIGHT_KINDS.index(k) for k in ("wind", "force", "vortex"))
+
+
+def _sample(a: np.ndarray, f: float) -> np.ndarray:
+    """Linear interpolation of per-frame samples ``a`` (F, ...) at fractional index f (clamped)."""
+    last = a.shape[0] - 1
+    f = min(max(f, 0.0), float(last))
+    i0 = int(np.floor(f))
+    i1 = min(i0 + 1, last)
+    t = f - i0
+    return (1.0 - t) * a[i0] + t * a[i1]
+
+
+def falloff(ff, r: np.ndarray) -> np.ndarray:
+    """Blender's falloff factor (dimensionless, (n,)) of field ``ff`` at falloff distances r (m)."""
+    rmin = ff.distance_min if ff.use_min else 0.0
+    out = np.power(1.0 + np.maximum(r - rmin, 0.0), -float(ff.falloff_power))
+    if ff.use_min:
+        out = np.where(r < ff.distance_min, 1.0, out)
+    if ff.use_max:
+        out = np.where(r > ff.distance_max, 0.0, out)
+    return out
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.where(n > 1e-12, v / np.maximum(n, 1e-300), 0.0)
+
+
+def field_at(ff, frame_index: float, pts: np.ndarray) -> tuple:
+    """(vector (n, 3), flow (n,)) of one field at points ``pts`` (m) at fractional frame index
+    ``frame_index`` (0 = frame_start): an air velocity (wind, vortex; m/s) or an acceleration (force;
+    m/s^2) and the force field's flow drag rate (1/s; 0 for the others)."""
+    s = float(_sample(ff.strength, frame_index))
+    M = _sample(ff.matrix, frame_index)
+    o = M[:3, 3]
+    z = M[:3, 2] / max(np.linalg.norm(M[:3, 2]), 1e-300)
+    d = pts - o
+    along = d @ z
+    if ff.shape == "point":
+        r = np.linalg.norm(d, axis=1)
+    elif ff.shape == "plane":
+        r = np.abs(along)
+    else:
+        r = np.linalg.norm(d - along[:, None] * z, axis=1)
+    fo = falloff(ff, r)
+    if ff.kind == "wind":
+        vec = (s * fo)[:, None] * z[None, :]
+    elif ff.kind == "vortex":
+        vec = (s * fo)[:, None] * _unit(np.cross(z[None, :], d))
+    else:
+        vec = (s * fo)[:, None] * _unit(d)
+    flow = np.zeros(len(pts))
+    if ff.kind == "force" and ff.flow.size:
+        flow = float(_sample(ff.flow, frame_index)) * fo
+    return vec, flow
+
+
+@dataclass
+class ExternalSpec:
+    """Air, fields and pressure of a built System (global vertex numbering). Empty arrays switch a part off."""
+
+    fields: tuple = ()
+    air_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))    # cloth triangles
+    air_k: np.ndarray = field(default_factory=lambda: np.zeros(0))                      # Pa s/m per triangle
+    air_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))            # field weights per triangle
+    vertex_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))         # (N, 3) per vertex (0: none)
+    pressure_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # outward-oriented
+    pressure: np.ndarray = field(default_factory=lambda: np.zeros(0))                   # Pa per triangle
+
+    @property
+    def active(self) -> bool:
+        return bool(len(self.pressure_tris) or len(self.air_tris) or (self.fields and self.vertex_weight.any()))
+
+    def air_velocity(self, x: np.ndarray, frame_index: float) -> np.ndarray:
+        """(T, 3) m/s: weighted wind + vortex air velocity at each air triangle (mean of its vertices)."""
+        u = np.zeros((len(self.air_tris), 3))
+        if not len(self.air_tris):
+            return u
+        verts = np.unique(self.air_tris)
+        pts = x[verts]
+        where = np.full(x.shape[0], -1, np.int64)
+        where[verts] = np.arange(len(verts))
+        loc = where[self.air_tris]
+        for ff in self.fields:
+            if ff.kind == "force":
+                continue
+            vec, _ = field_at(ff, frame_index, pts)
+            w = self.air_weight[:, WIND if ff.kind == "wind" else VORTEX]
+            u += w[:, None] * (vec[loc[:, 0]] + vec[loc[:, 1]] + vec[loc[:, 2]]) / 3.0
+        return u
+
+    def acceleration(self, x: np.ndarray, frame_index: float) -> tuple:
+        """((N, 3) m/s^2, (N,) 1/s): the weighted Force fields' acceleration and flow drag rate at every vertex
+        (zero on vertices no field acts on)."""
+        n = x.shape[0]
+        acc, rate = np.zeros((n, 3)), np.zeros(n)
+        w = self.vertex_weight[:, FORCE] if len(self.vertex_weight) else np.zeros(n)
+        idx = np.nonzero(w)[0]
+        for ff in self.fields:
+            if ff.kind != "force" or not len(idx):
+                continue
+            vec, flow = field_at(ff, frame_index, x[idx])
+            acc[idx] += w[idx, None] * vec
+            rate[idx] += w[idx] * flow
+        return acc, rate
+
+
+def open_edges(tris: np.ndarray) -> int:
+    """Number of edges not shared by exactly two triangles (0 for a closed manifold surface)."""
+    e = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1)
+    _, count = np.unique(e, axis=0, return_counts=True)
+    return int((count != 2).sum())
+
+
+def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> Optional[ExternalSpec]:
+    """The ExternalSpec of a scene whose bodies were laid out as ``blocks`` (model/system.py), or None when
+    nothing acts. Raises SceneError for pressure on an open cloth."""
+    from solver_server.energies.pressure import enclosed_volume
+    bodies = {b.name: b for b in scene.bodies}
+    fields = tuple(getattr(scene, "force_fields", ()))
+    kinds = {f.kind for f in fields}
+    at, ak, aw, pt, pp = [], [], [], [], []
+    vw = np.zeros((x0.shape[0], 3))
+    for blk in blocks:
+        b = bodies[blk.name]
+        w = np.asarray(getattr(b, "field_weights", (1.0, 1.0, 1.0)), np.float64)
+        if blk.role in ("cloth", "solid", "rod"):
+            vw[blk.offset:blk.offset + blk.n_nodes] = w
+        if blk.role != "cloth":
+            continue
+        tris = b.triangles.astype(np.int32) + blk.offset
+        k = float(b.material.air_drag)
+        if k > 0.0:
+            at.append(tris)
+            ak.append(np.full(len(tris), k))
+            aw.append(np.repeat(w[None], len(tris), 0))
+        p = float(b.material.pressure)
+        if p != 0.0:
+            n_open = open_edges(b.triangles)
+            if n_open:
+                raise SceneError(f"{b.name}: Pressure needs a closed mesh, but {n_open} edges are open or shared by "
+                                 "more than two faces; close the mesh (or set Pressure to 0)", b.name, "pressure")
+            vol = enclosed_volume(b.vertices, b.triangles.astype(np.int32))
+            pt.append(tris if vol > 0 else tris[:, ::-1].copy())   # outward orientation
+            pp.append(np.full(len(tris), p))
+    vw[~dynamic] = 0.0
+    if "force" not in kinds:
+        vw[:] = 0.0
+    spec = ExternalSpec(fields=fields, vertex_weight=vw)
+    if at:
+        spec.air_tris = np.ascontiguousarray(np.concatenate(at), np.int32)
+        spec.air_k = np.concatenate(ak)
+        spec.air_weight = np.concatenate(aw)
+    if pt:
+        spec.pressure_tris = np.ascontiguousarray(np.concatenate(pt), np.int32)
+        spec.pressure = np.concatenate(pp)
+    return spec if spec.active else None

@@ -1,0 +1,228 @@
+"""Air drag, force fields and pressure in the Newton path (energies/air.py, energies/pressure.py,
+integrators/external.py, model/force_fields.py): finite-difference checks of every gradient and Hessian,
+then physics: a sheet falling flat reaches the terminal speed of the drag law, edge-on it falls freely,
+a Wind field pushes a sheet, a Force field accelerates it, and an inflated sphere settles at
+dR/R = p R (1 - nu) / (2 E t). The Fast solver refuses each of them by name."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
+from solver_server.backends.mesh_backend import MeshBackend
+from solver_server.energies import air, pressure
+from solver_server.integrators.external import ExternalForces
+from solver_server.model.primitives import grid_sheet, icosphere
+from solver_server.model.system import build_system
+
+
+def _fd_check(f, g, x, eps=1e-6, rtol=1e-5):
+    """Central differences of f against g at x (flattened)."""
+    x0 = x.ravel().copy()
+    ga = g(x0.reshape(x.shape)).ravel()
+    gn = np.empty_like(x0)
+    for i in range(x0.size):
+        xp, xm = x0.copy(), x0.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        gn[i] = (f(xp.reshape(x.shape)) - f(xm.reshape(x.shape))) / (2 * eps)
+    assert np.abs(ga - gn).max() <= rtol * max(1.0, np.abs(gn).max()), (ga, gn)
+
+
+def _dense(rows, cols, vals, n):
+    H = np.zeros((n, n))
+    np.add.at(H, (rows, cols), vals)
+    return H
+
+
+def test_drag_gradient_and_hessian_match_finite_differences():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5, 3))
+    xh = x + 0.1 * rng.normal(size=(5, 3))
+    tris = np.array([[0, 1, 2], [1, 3, 2], [2, 3, 4]], np.int32)
+    nrm, area = air.lagged_frame(xh, tris)
+    disp = rng.normal(size=(3, 3)) * 0.05
+    hc = 0.01 * area * np.array([1.0, 2.0, 0.5])
+    E = lambda y: air.drag_energy(y, xh, tris, nrm, disp, hc)
+    G = lambda y: air.drag_gradient(y, xh, tris, nrm, disp, hc, 5)
+    _fd_check(E, G, x)
+    from solver_server.energies.fem_common import hessian_pattern
+    r, c = hessian_pattern(tris)
+    H = _dense(r, c, air.drag_hessian_elems(tris, nrm, hc).reshape(-1), 15)
+    for i in range(15):
+        _fd_check(lambda y: G(y)[i], lambda y: H[i], x)
+    assert np.linalg.eigvalsh(H).min() > -1e-14
+
+
+def test_pressure_volume_gradient_and_exact_hessian():
+    V, T = icosphere(0.3, subdivisions=1)
+    T = T.astype(np.int32)
+    assert abs(pressure.enclosed_volume(V, T) / (4 / 3 * np.pi * 0.3 ** 3) - 1) < 0.25  # coarse but outward
+    rng = np.random.default_rng(2)
+    x = V + 0.02 * rng.normal(size=V.shape)
+    p = np.linspace(50.0, 150.0, len(T))
+    n = len(V)
+    E = lambda y: pressure.pressure_energy(y, T, p)
+    G = lambda y: pressure.pressure_gradient(y, T, p, n)
+    _fd_check(E, G, x)
+    from solver_server.energies.fem_common import hessian_pattern
+    r, c = hessian_pattern(T)
+    H = _dense(r, c, pressure.pressure_hessian_elems(x, T, p, False).reshape(-1), 3 * n)
+    for i in range(0, 3 * n, 7):
+        _fd_check(lambda y: G(y)[i], lambda y: H[i], x)
+    Hp = _dense(r, c, pressure.pressure_hessian_elems(x, T, p, True).reshape(-1), 3 * n)
+    assert np.linalg.eigvalsh(Hp).min() > -1e-9 and np.linalg.eigvalsh(H).min() < -1.0  # exact one is indefinite
+
+
+def _field(kind, strength, F, loc=(0, 0, 0), z=(0, 0, 1), **kw):
+    M = np.eye(4)
+    z = np.asarray(z, float) / np.linalg.norm(z)
+    a = np.cross(z, [1.0, 0, 0]) if abs(z[0]) < 0.9 else np.cross(z, [0, 1.0, 0])
+    a /= np.linalg.norm(a)
+    M[:3, 0], M[:3, 1], M[:3, 2], M[:3, 3] = a, np.cross(z, a), z, loc
+    return ForceField(f"{kind}_field", kind, np.full(F, float(strength)), np.repeat(M[None], F, 0), **kw)
+
+
+def _sheet(name="sheet", vertical=False, size=0.5, quads=4, z=0.0, **mat):
+    V, T, _ = grid_sheet((size, size), (quads, quads), center=(0.0, 0.0, 0.0))
+    if vertical:
+        V = V[:, [0, 2, 1]]
+        T = T[:, ::-1]
+    V = V + [0.0, 0.0, z]
+    mat = {"density": 200.0, "thickness": 1e-3, "youngs_modulus": 1e5, "bending_stiffness": 1e-6, **mat}
+    return Body(name, "cloth", V, np.ascontiguousarray(T, np.int32), material=Material(**mat))
+
+
+def _scene(bodies, fields=(), frames=24, **st):
+    st = {"solver_quality": "accurate", "frame_start": 1, "frame_end": frames, "fps": 24.0, **st}
+    return Scene(Settings(**st), tuple(bodies), force_fields=tuple(fields))
+
+
+def test_step_terms_gradient_and_hessian_match_finite_differences():
+    F = 4
+    sheet = _sheet(air_drag=0.8)
+    sc = _scene([sheet], [_field("wind", 3.0, F, z=(1, 0, 1)), _field("vortex", 2.0, F, loc=(0.1, 0, 0)),
+                          _field("force", 4.0, F, loc=(0, 0, -1), shape="point", falloff_power=1.0,
+                                 flow=np.full(F, 0.5))], frames=F)
+    sysm = build_system(sc)
+    ef = ExternalForces(sysm)
+    rng = np.random.default_rng(3)
+    x_n = sysm.x0 + 0.01 * rng.normal(size=sysm.x0.shape)
+    st = ef.for_step(x_n, x_n - 0.01, 0.02, 2.5)
+    assert st.has_air and st.has_field and np.any(st.air_disp) and np.any(st.flow_c)
+    x = x_n + 0.01 * rng.normal(size=x_n.shape)
+    _fd_check(st.energy, st.gradient, x)
+    n3 = 3 * sysm.n
+    H = _dense(*st.hessian(x), n3)
+    for i in range(0, n3, 5):
+        _fd_check(lambda y: st.gradient(y)[i], lambda y: H[i], x)
+
+
+def _mean_velocity(b, sc):
+    n = len(sc.bodies[0].vertices)
+    return b.stepper.v[:n].mean(axis=0)
+
+
+def test_sheet_falling_flat_reaches_the_drag_laws_terminal_speed():
+    """Linear normal drag k (Pa s/m) on a sheet of areal density rho_A: v_t = rho_A g / k."""
+    k = 1.0
+    sc = _scene([_sheet(air_drag=k, z=5.0)], frames=49)   # 2 s = 10 time constants rho_A / k
+    b = MeshBackend(sc)
+    for _ in range(48):
+        b.advance()
+    v = _mean_velocity(b, sc)
+    vt = 200.0 * 1e-3 * 9.81 / k
+    print(f"terminal speed {-v[2]:.4f} m/s, drag law {vt:.4f} m/s")
+    assert abs(-v[2] / vt - 1.0) < 0.01 and np.abs(v[:2]).max() < 1e-3 * vt
+
+
+def test_sheet_falling_edge_on_feels_little_drag():
+    sc = _scene([_sheet(vertical=True, air_drag=1.0, z=5.0)], frames=13)
+    b = MeshBackend(sc)
+    for _ in range(12):
+        b.advance()
+    v = _mean_velocity(b, sc)
+    print(f"edge-on after 0.5 s: {-v[2]:.4f} m/s, free fall {9.81 * 0.5:.4f} m/s, flat terminal 1.962 m/s")
+    assert -v[2] > 0.99 * 9.81 * 0.5
+
+
+def test_wind_pushes_a_flat_sheet_at_the_air_speed_and_not_an_edge_on_one():
+    """No gravity: a free sheet facing a wind of speed u (m/s) across it is carried towards u (the relative air
+    speed decays with time constant rho_A / k); an edge-on sheet in the same wind does not move."""
+    F = 25
+    sc = _scene([_sheet(air_drag=1.0)], [_field("wind", 2.0, F)], frames=F, gravity=(0.0, 0.0, 0.0))
+    b = MeshBackend(sc)
+    for _ in range(F - 1):
+        b.advance()
+    v = _mean_velocity(b, sc)
+    # implicit Euler on m dv/dt = k A (u - v): v_n = u (1 - (1 + h k / rho_A)^-n)
+    expect = 2.0 * (1.0 - (1.0 + (1.0 / 24) * 1.0 / 0.2) ** -(F - 1))
+    print(f"flat sheet in 2 m/s wind after 1 s: {v[2]:.4f} m/s, implicit Euler of the drag law {expect:.4f} m/s")
+    assert abs(v[2] / expect - 1.0) < 1e-3 and np.abs(v[:2]).max() < 1e-6
+    sc = _scene([_sheet(vertical=True, air_drag=1.0)], [_field("wind", 2.0, F, z=(0, 0, 1))], frames=F,
+                gravity=(0.0, 0.0, 0.0))
+    b = MeshBackend(sc)
+    for _ in range(F - 1):
+        b.advance()
+    assert np.abs(_mean_velocity(b, sc)).max() < 1e-6
+    # field weight 0: no wind
+    sc = _scene([dataclasses.replace(_sheet(air_drag=1.0), field_weights=(0.0, 1.0, 1.0))], [_field("wind", 2.0, F)],
+                frames=F, gravity=(0.0, 0.0, 0.0))
+    b = MeshBackend(sc)
+    b.advance()
+    assert np.abs(_mean_velocity(b, sc)).max() < 1e-9
+
+
+def test_force_field_accelerates_and_falloff_cuts_it_off():
+    F = 7
+    h = 1.0 / 24
+    ff = _field("force", 3.0, F, loc=(0.0, 0.0, -10.0), shape="point")     # ~ +z at the sheet, 3 m/s^2
+    sc = _scene([_sheet()], [ff], frames=F, gravity=(0.0, 0.0, 0.0))
+    b = MeshBackend(sc)
+    for _ in range(F - 1):
+        b.advance()
+    v = _mean_velocity(b, sc)
+    assert abs(v[2] / (3.0 * (F - 1) * h) - 1.0) < 0.01
+    far = dataclasses.replace(ff, use_max=True, distance_max=5.0)
+    b = MeshBackend(_scene([_sheet()], [far], frames=F, gravity=(0.0, 0.0, 0.0)))
+    b.advance()
+    assert np.abs(b.stepper.v).max() < 1e-12
+
+
+def test_inflated_sphere_settles_at_membrane_theory_radius():
+    """Thin sphere under internal pressure p: dR/R = p R (1 - nu) / (2 E t) (small strain)."""
+    R, E, t, nu, p = 0.5, 1.0e6, 1.0e-3, 0.3, 20.0
+    V, T = icosphere(R, subdivisions=3)
+    body = Body("ball", "cloth", V, T.astype(np.int32),
+                material=Material(density=200.0, thickness=t, youngs_modulus=E, poisson_ratio=nu,
+                                  bending_stiffness=0.0, pressure=p))
+    sc = _scene([body], frames=13, fps=4.0, gravity=(0.0, 0.0, 0.0), newton_tol=1e-5)
+    b = MeshBackend(sc)
+    r0 = np.linalg.norm(V, axis=1).mean()
+    for _ in range(12):
+        r = b.advance()
+    x = b.stepper.x[:len(V)]
+    dr = np.linalg.norm(x, axis=1).mean() / r0 - 1.0
+    theory = p * R * (1 - nu) / (2 * E * t)
+    print(f"dR/R {dr:.5f}, membrane theory {theory:.5f} ({dr / theory - 1:+.1%}), speed left "
+          f"{np.abs(b.stepper.v).max():.2e} m/s, newton {r.stats['newton_iterations']}")
+    assert abs(dr / theory - 1.0) < 0.10
+    assert np.abs(b.stepper.v).max() < 1e-3 * theory * R * 4.0
+
+
+def test_pressure_on_an_open_cloth_is_refused_by_name():
+    with pytest.raises(SceneError) as e:
+        MeshBackend(_scene([_sheet(pressure=10.0)], frames=3))
+    assert e.value.obj == "sheet" and e.value.field == "pressure" and "closed" in str(e.value)
+
+
+@pytest.mark.parametrize("what", ["air_drag", "pressure", "field"])
+def test_fast_solver_refuses_air_fields_and_pressure_by_name(what):
+    V, T = icosphere(0.3, subdivisions=1)
+    mat = {"air_drag": Material(air_drag=0.5), "pressure": Material(pressure=10.0), "field": Material()}[what]
+    body = Body("ball", "cloth", V, T.astype(np.int32), material=mat)
+    fields = [_field("wind", 1.0, 3)] if what == "field" else []
+    with pytest.raises(SceneError) as e:
+        MeshBackend(_scene([body], fields, frames=3, solver_quality="fast"))
+    assert "needs the Accurate solver" in str(e.value) or "need the Accurate solver" in str(e.value)
+    assert e.value.obj == ("wind_field" if what == "field" else "ball")
