@@ -11,7 +11,7 @@ Material.element == "quadratic", 10-node tets (mid-edge nodes appended after the
 mass, contact on the artist's triangles split at the mid-edge nodes, see :func:`split_surface`); stiff -> an affine
 body (solver_server/bodies/: 12 DOFs appended after the vertex rows, its surface vertices slaved through
 x = J q, see ipc/dof_map.py), or with ``affine=False`` (the Fast solver, which has no body DOFs yet)
-the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK
+the same as solid with Young's modulus raised to at least STIFF_MODULUS; cloth -> StVK (plane-stress lambda)
 membrane + shell bending (shell_bending.py), contact offset thickness/2; rod -> stretch + bending, offset thickness/2;
 collider -> prescribed by Body.animation (static if None).
 """
@@ -172,6 +172,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
             nodes = V
             Dm_inv, area = membrane.rest_shape(V, tris)
             mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
+            lam = 2.0 * mu * lam / (lam + 2.0 * mu)   # plane stress (a thin sheet): E nu / (1 - nu^2)
             k = len(tris)
             tri_l.append((tris + off, Dm_inv, area, np.full(k, mu), np.full(k, lam), np.full(k, mat.thickness)))
             sh = shell_bending.shell_stencils(tris)
