@@ -6,7 +6,9 @@ numpy (no Python loop over vertices). Colliders and following pins are sampled a
 of the bake range (``frame_set`` then a fresh evaluation), as the contract asks, and so is
 every object's world matrix (write-back stores positions in the object's space of each frame).
 With the pass-through backend ("none") every body sends its whole per-frame motion, so the
-bake reproduces the input animation exactly.
+bake reproduces the input animation exactly. The scene's Wind, Force and Vortex field objects (when
+Scene.clearance.use_force_fields and the IPC backend) are sampled at every frame too: strength, flow
+and world matrix, so keyframed fields are followed; each body sends its Field Weights.
 
 Vertex-group weights do not survive to the evaluated mesh's Python API, so pins are read
 through a temporary Geometry Nodes modifier that copies the group into a point attribute:
@@ -20,7 +22,7 @@ from typing import Optional
 import bpy
 import numpy as np
 
-from protocol.scene import Body, Material, Scene, SceneError, Settings
+from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem
 from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
@@ -193,7 +195,39 @@ def material_of(obj: bpy.types.Object) -> Material:
                     bending_stiffness=c.bending_stiffness, damping=c.damping, mpm_material=c.mpm_material,
                     friction_angle=c.friction_angle, particle_spacing=c.particle_spacing,
                     viscosity=c.viscosity, yield_stress=c.yield_stress, grain_size=c.grain_size,
-                    element=c.element)
+                    element=c.element, air_drag=c.air_drag, pressure=c.pressure)
+
+
+FIELD_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex"}
+"""Blender field types sent to the solver (protocol FIELD_KINDS); other types are ignored."""
+FIELD_SHAPES = {"POINT": "point", "PLANE": "plane", "LINE": "line"}
+
+
+def field_objects(scene: bpy.types.Scene) -> list:
+    """The scene's Wind, Force and Vortex field objects that are enabled in the viewport, sorted by name."""
+    objs = [o for o in scene.objects if o.field is not None and o.field.type in FIELD_KINDS
+            and not o.hide_viewport and o.visible_get()]
+    for o in objs:
+        if o.field.shape not in FIELD_SHAPES:
+            raise SceneError(f"{o.name}: force field shape {o.field.shape.title()} is not supported; set the field's "
+                             "Shape to Point, Line or Plane", o.name, "shape")
+    return sorted(objs, key=lambda o: o.name)
+
+
+def _field_sample(o, depsgraph) -> tuple:
+    """(strength, flow, world matrix (4, 4)) of field object ``o`` at the current frame."""
+    fd = o.field
+    return float(fd.strength), float(fd.flow), world_matrix(o.evaluated_get(depsgraph))
+
+
+def _force_field(o, strength: np.ndarray, flow: np.ndarray, matrix: np.ndarray) -> ForceField:
+    fd = o.field
+    kind = FIELD_KINDS[fd.type]
+    return ForceField(name=o.name, kind=kind, strength=strength, matrix=matrix,
+                      flow=flow if kind == "force" else np.zeros(0), shape=FIELD_SHAPES[fd.shape],
+                      falloff_power=float(fd.falloff_power), use_min=bool(fd.use_min_distance),
+                      distance_min=float(fd.distance_min), use_max=bool(fd.use_max_distance),
+                      distance_max=float(fd.distance_max))
 
 
 def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:
@@ -246,6 +280,9 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
     original_frame, original_sub = scene.frame_current, scene.frame_subframe
     roles = {o.name: o.clearance.role.lower() for o in objs}
     backend = settings_of(scene, list(roles.values())).backend
+    fobjs = field_objects(scene) if (scene.clearance.use_force_fields and backend == "ipc") else []
+    fsamples = {o.name: (np.empty(len(frames)), np.empty(len(frames)), np.empty((len(frames), 4, 4)))
+                for o in fobjs}
     result = ExportResult(scene=None)  # type: ignore[arg-type]
     try:
         with _InputsOnly(objs), _PinProbes(objs):
@@ -272,6 +309,9 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                     depsgraph = context.evaluated_depsgraph_get()
                 for o in objs:
                     result.matrices[o.name][i] = world_matrix(o.evaluated_get(depsgraph))
+                for o in fobjs:
+                    st, fl, mw = _field_sample(o, depsgraph)
+                    fsamples[o.name][0][i], fsamples[o.name][1][i], fsamples[o.name][2][i] = st, fl, mw
                 for o in movers + followers:
                     v = rest[o.name].vertices if i == 0 else read_mesh(o, depsgraph).vertices
                     if v.shape[0] != rest[o.name].vertices.shape[0]:
@@ -291,13 +331,16 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
         bodies.append(Body(name=o.name, role=r, vertices=mesh.vertices, triangles=mesh.triangles, edges=mesh.edges,
                            material=material_of(o), initial_velocity=tuple(float(c) for c in o.clearance.initial_velocity),
                            pin_indices=pins[o.name],
-                           pin_targets=samples.get(o.name) if o in followers else None, animation=anim))
+                           pin_targets=samples.get(o.name) if o in followers else None, animation=anim,
+                           field_weights=tuple(float(w) for w in o.clearance.field_weights)))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:
         pts = [b.vertices for b in bodies] + [b.animation for b in bodies if b.animation is not None]
         bounds = _domain(pts)
-    spec = Scene(settings=settings_of(scene, role_list, bounds), bodies=tuple(bodies), name=scene.name)
+    fields = tuple(_force_field(o, *fsamples[o.name]) for o in fobjs)
+    spec = Scene(settings=settings_of(scene, role_list, bounds), bodies=tuple(bodies), name=scene.name,
+                 force_fields=fields)
     spec.validate()  # names the object for NaN, empty meshes, bad materials
     for b in bodies:
         if b.role in VOLUME_ROLES:

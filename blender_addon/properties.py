@@ -136,6 +136,21 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                        "only; Preview refuses it): a vibration of angular frequency w loses "
                                        "exp(-pi k_d w) of its amplitude per period. Dulls wobble; at few Substeps "
                                        "it does not lower a bounce (docs/solver.md, Bounce)")
+    air_drag: FloatProperty(name="Air Drag (Pa·s/m)", default=0.0, min=0.0, soft_max=10.0, precision=3,
+                            description="Cloth: air pushing on each face against its motion across it, in pascals "
+                                        "per m/s of the face's speed through the air along its normal (a sheet "
+                                        "falling flat feels it, edge-on hardly). A sheet of areal density rho_A "
+                                        "falls at most rho_A g / Air Drag m/s; about 1 behaves like cloth in air. "
+                                        "Wind and Vortex fields act on cloth through it (0: the wind has no effect). "
+                                        "Accurate solver only")
+    pressure: FloatProperty(name="Pressure (Pa)", default=0.0, soft_min=-1e4, soft_max=1e4, precision=1,
+                            description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
+                                        "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
+                                        "Accurate solver only")
+    field_weights: FloatVectorProperty(name="Field Weights", size=3, default=(1.0, 1.0, 1.0), soft_min=0.0,
+                                       soft_max=1.0,
+                                       description="How strongly the scene's Wind, Force and Vortex fields act on "
+                                                   "this object (Blender's cloth Field Weights)")
     mpm_material: EnumProperty(name="Material", items=MPM_ITEMS, default="sand", update=_apply_mpm_preset,
                                description="MPM constitutive model; choosing one applies its preset values")
     friction_angle: FloatProperty(name="Friction Angle (°)", default=30.0, min=0.0, max=89.0,
@@ -182,6 +197,10 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
                                       "0.1 / 0.25 / 0.5 / 0.65 at 1 / 4 / 16 / 64 with Converged; for lively impacts "
                                       "set Integrator to BDF-2 (0.5 / 0.7 / 0.75 Preview, 0.63 / 0.58 / 0.69 / 0.71 "
                                       "Converged) or raise Substeps")
+    use_force_fields: BoolProperty(name="Force Fields", default=True,
+                                   description="Send the scene's Wind, Force and Vortex field objects to the solver "
+                                               "(Accurate solver only; strength, flow and transform follow their "
+                                               "keyframes). Other field types are ignored")
     solver_quality: EnumProperty(name="Solver Quality", items=SOLVER_QUALITY_ITEMS, default="ACCURATE",
                                  description="How the IPC solver works each step. Both never let surfaces "
                                              "intersect; Converged solves every step to the Newton Tolerance, "

@@ -11,7 +11,8 @@ from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
     "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping"),
-    "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping"),
+    "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping",
+              "air_drag", "pressure"),
     "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
     "STIFF": ("density", "youngs_modulus", "friction"),
     "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),
@@ -59,6 +60,8 @@ class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
         if c.role == "GRANULAR":
             for name in MPM_EXTRA.get(c.mpm_material, ()):
                 col.prop(c, name)
+        if c.role in ("CLOTH", "SOLID", "ROD"):
+            layout.prop(c, "field_weights", text="Field Weights (Wind, Force, Vortex)")
         if c.role != "COLLIDER":
             layout.prop(c, "initial_velocity")
         if c.role == "STIFF":
@@ -145,6 +148,9 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         row = layout.row()
         row.active = s.backend in ("AUTO", "ipc")
         row.prop(s, "integrator")
+        row = layout.row()
+        row.active = s.backend in ("AUTO", "ipc")
+        row.prop(s, "use_force_fields")
         layout.prop(s, "use_scene_gravity")
         if not s.use_scene_gravity:
             layout.prop(s, "gravity")
