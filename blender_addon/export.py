@@ -6,7 +6,7 @@ numpy (no Python loop over vertices). Colliders and following pins are sampled a
 of the bake range (``frame_set`` then a fresh evaluation), as the contract asks, and so is
 every object's world matrix (write-back stores positions in the object's space of each frame).
 With the pass-through backend ("none") every body sends its whole per-frame motion, so the
-bake reproduces the input animation exactly. The scene's Wind, Force and Vortex field objects (when
+bake reproduces the input animation exactly. The scene's Wind, Force, Vortex and Turbulence field objects (when
 Scene.clearance.use_force_fields and the IPC backend) are sampled at every frame too: strength, flow
 and world matrix, so keyframed fields are followed; each body sends its Field Weights.
 
@@ -198,13 +198,13 @@ def material_of(obj: bpy.types.Object) -> Material:
                     element=c.element, air_drag=c.air_drag, pressure=c.pressure)
 
 
-FIELD_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex"}
+FIELD_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex", "TURBULENCE": "turbulence"}
 """Blender field types sent to the solver (protocol FIELD_KINDS); other types are ignored."""
 FIELD_SHAPES = {"POINT": "point", "PLANE": "plane", "LINE": "line"}
 
 
 def field_objects(scene: bpy.types.Scene) -> list:
-    """The scene's Wind, Force and Vortex field objects that are enabled in the viewport, sorted by name."""
+    """The scene's Wind, Force, Vortex and Turbulence field objects that are enabled in the viewport, sorted by name."""
     objs = [o for o in scene.objects if o.field is not None and o.field.type in FIELD_KINDS
             and not o.hide_viewport and o.visible_get()]
     for o in objs:
@@ -220,6 +220,13 @@ def _field_sample(o, depsgraph) -> tuple:
     return float(fd.strength), float(fd.flow), world_matrix(o.evaluated_get(depsgraph))
 
 
+def _keyed(samples: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """Per-frame samples of a keyframable value, or None when it never changes (the material's value holds)."""
+    if samples is None or np.all(samples == samples[0]):
+        return None
+    return np.ascontiguousarray(samples, np.float64)
+
+
 def _force_field(o, strength: np.ndarray, flow: np.ndarray, matrix: np.ndarray) -> ForceField:
     fd = o.field
     kind = FIELD_KINDS[fd.type]
@@ -227,7 +234,7 @@ def _force_field(o, strength: np.ndarray, flow: np.ndarray, matrix: np.ndarray) 
                       flow=flow if kind == "force" else np.zeros(0), shape=FIELD_SHAPES[fd.shape],
                       falloff_power=float(fd.falloff_power), use_min=bool(fd.use_min_distance),
                       distance_min=float(fd.distance_min), use_max=bool(fd.use_max_distance),
-                      distance_max=float(fd.distance_max))
+                      distance_max=float(fd.distance_max), size=max(float(fd.size), 1e-6), seed=int(fd.seed))
 
 
 def settings_of(scene: bpy.types.Scene, roles: list, bounds: Optional[tuple] = None) -> Settings:
@@ -283,6 +290,7 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
     fobjs = field_objects(scene) if (scene.clearance.use_force_fields and backend == "ipc") else []
     fsamples = {o.name: (np.empty(len(frames)), np.empty(len(frames)), np.empty((len(frames), 4, 4)))
                 for o in fobjs}
+    pressures = {o.name: np.empty(len(frames)) for o in objs if roles[o.name] == "cloth"}   # Pa, keyed Pressure
     result = ExportResult(scene=None)  # type: ignore[arg-type]
     try:
         with _InputsOnly(objs), _PinProbes(objs):
@@ -309,6 +317,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                     depsgraph = context.evaluated_depsgraph_get()
                 for o in objs:
                     result.matrices[o.name][i] = world_matrix(o.evaluated_get(depsgraph))
+                for name, arr in pressures.items():
+                    arr[i] = float(result.objects[name].clearance.pressure)
                 for o in fobjs:
                     st, fl, mw = _field_sample(o, depsgraph)
                     fsamples[o.name][0][i], fsamples[o.name][1][i], fsamples[o.name][2][i] = st, fl, mw
@@ -332,7 +342,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            material=material_of(o), initial_velocity=tuple(float(c) for c in o.clearance.initial_velocity),
                            pin_indices=pins[o.name],
                            pin_targets=samples.get(o.name) if o in followers else None, animation=anim,
-                           field_weights=tuple(float(w) for w in o.clearance.field_weights)))
+                           field_weights=tuple(float(w) for w in o.clearance.field_weights),
+                           pressure_samples=_keyed(pressures.get(o.name))))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:

@@ -147,9 +147,9 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
                                         "Accurate solver only")
-    field_weights: FloatVectorProperty(name="Field Weights", size=3, default=(1.0, 1.0, 1.0), soft_min=0.0,
+    field_weights: FloatVectorProperty(name="Field Weights", size=4, default=(1.0, 1.0, 1.0, 1.0), soft_min=0.0,
                                        soft_max=1.0,
-                                       description="How strongly the scene's Wind, Force and Vortex fields act on "
+                                       description="How strongly the scene's Wind, Force, Vortex and Turbulence fields act on "
                                                    "this object (Blender's cloth Field Weights)")
     mpm_material: EnumProperty(name="Material", items=MPM_ITEMS, default="sand", update=_apply_mpm_preset,
                                description="MPM constitutive model; choosing one applies its preset values")
@@ -198,7 +198,7 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
                                       "set Integrator to BDF-2 (0.5 / 0.7 / 0.75 Preview, 0.63 / 0.58 / 0.69 / 0.71 "
                                       "Converged) or raise Substeps")
     use_force_fields: BoolProperty(name="Force Fields", default=True,
-                                   description="Send the scene's Wind, Force and Vortex field objects to the solver "
+                                   description="Send the scene's Wind, Force, Vortex and Turbulence field objects to the solver "
                                                "(Accurate solver only; strength, flow and transform follow their "
                                                "keyframes). Other field types are ignored")
     solver_quality: EnumProperty(name="Solver Quality", items=SOLVER_QUALITY_ITEMS, default="ACCURATE",

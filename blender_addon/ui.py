@@ -61,7 +61,7 @@ class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
             for name in MPM_EXTRA.get(c.mpm_material, ()):
                 col.prop(c, name)
         if c.role in ("CLOTH", "SOLID", "ROD"):
-            layout.prop(c, "field_weights", text="Field Weights (Wind, Force, Vortex)")
+            layout.prop(c, "field_weights", text="Field Weights (Wind, Force, Vortex, Turbulence)")
         if c.role != "COLLIDER":
             layout.prop(c, "initial_velocity")
         if c.role == "STIFF":

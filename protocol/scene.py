@@ -66,11 +66,13 @@ AIR_DRAG_OF_OLD_SCENES = 0.0
 """What a material without ``air_drag`` means: before protocol 1.5 cloth felt no air."""
 PRESSURE_OF_OLD_SCENES = 0.0
 """What a material without ``pressure`` means: before protocol 1.5 no cloth was inflated."""
-FIELD_KINDS = ("wind", "force", "vortex")
+FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 """Force field kinds (``ForceField.kind``, Blender's field types of the same names). ``wind``: air moving
 along the field object's local +Z at ``strength`` m/s; it acts on cloth through its surface (Material.air_drag).
 ``vortex``: air swirling about the field object's +Z axis at ``strength`` m/s, also through the surface.
-``force``: an acceleration of ``strength`` m/s^2 away from the field object's origin (negative: towards)."""
+``force``: an acceleration of ``strength`` m/s^2 away from the field object's origin (negative: towards).
+``turbulence``: air moving in a smooth random pattern of feature size ``size`` m (fixed by ``seed``, carried
+with the field object) with an RMS speed of ``strength`` m/s per axis, felt through the surface like wind."""
 FIELD_SHAPES = ("point", "plane", "line")
 """Falloff distance of a field (``ForceField.shape``, Blender's Shape): ``point`` from the object's origin,
 ``plane`` along its +Z axis (Blender's default for Wind), ``line`` from its Z axis."""
@@ -229,6 +231,9 @@ class Body:
         every vertex (keyframed transforms and deforming meshes alike). None means static (a collider)
         or free (a stiff body); a stiff body with animation is prescribed (it follows its keys).
     ``initial_velocity`` (3,) m/s.
+    ``field_weights`` (wind, force, vortex, turbulence): how strongly the scene's force fields act on the body.
+    ``pressure_samples`` (F,) float64 or None: a closed cloth's pressure (Pa) at every frame when it is
+        keyframed (linear between frames); None: ``material.pressure`` throughout.
     The solver returns positions in this same vertex order and count.
     """
 
@@ -242,7 +247,8 @@ class Body:
     pin_indices: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))
     pin_targets: Optional[np.ndarray] = None
     animation: Optional[np.ndarray] = None
-    field_weights: tuple = (1.0, 1.0, 1.0)   # wind, force, vortex (FIELD_WEIGHT_KINDS); since protocol 1.5
+    field_weights: tuple = (1.0, 1.0, 1.0, 1.0)   # wind, force, vortex, turbulence (FIELD_WEIGHT_KINDS); since 1.5
+    pressure_samples: Optional[np.ndarray] = None   # (F,) float64 Pa per frame (keyed Pressure); since 1.5
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -315,10 +321,18 @@ class Body:
         if len(w) != len(FIELD_WEIGHT_KINDS) or not all(math.isfinite(c) and abs(c) <= 1e3 for c in w):
             raise SceneError(f"{o}: field_weights must be {len(FIELD_WEIGHT_KINDS)} finite numbers in [-1000, 1000] "
                              f"({', '.join(FIELD_WEIGHT_KINDS)})", o, "field_weights")
+        ps = self.pressure_samples
+        if ps is not None:
+            if not (isinstance(ps, np.ndarray) and ps.shape == (n_frames,) and ps.dtype == np.float64):
+                raise SceneError(f"{o}: pressure_samples must be a float64 array of shape ({n_frames},)", o,
+                                 "pressure_samples")
+            rng = MATERIAL_RANGES["pressure"]
+            if not all(rng.contains(float(v)) for v in ps):
+                raise SceneError(f"{o}: pressure_samples must be finite and in {rng.describe()}", o, "pressure_samples")
         self.material.validate(o)
 
 
-FIELD_WEIGHT_KINDS = ("wind", "force", "vortex")
+FIELD_WEIGHT_KINDS = ("wind", "force", "vortex", "turbulence")
 """Order of ``Body.field_weights``: Blender's Field Weights of the cloth (All times the kind's weight)."""
 
 
@@ -345,6 +359,8 @@ class ForceField:
     distance_min: float = 0.0
     use_max: bool = False
     distance_max: float = 0.0
+    size: float = 1.0      # m, turbulence feature size (Blender's Size)
+    seed: int = 0          # turbulence pattern (Blender's Seed)
 
     def validate(self, n_frames: int) -> None:
         """Check kind, shape, array shapes and finiteness; raise SceneError naming the field object."""
@@ -366,8 +382,11 @@ class ForceField:
             raise SceneError(f"{o}: force field flow must be a float64 array of shape ({n_frames},) or empty", o, "flow")
         if not np.isfinite(f).all() or (f < 0).any() or (f > 1e6).any():
             raise SceneError(f"{o}: force field flow must be finite and in [0, 1e6] 1/s", o, "flow")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2 ** 31:
+            raise SceneError(f"{o}: force field seed must be a whole number in [0, 2^31)", o, "seed")
         for name, rng in (("falloff_power", Range(0.0, 100.0)), ("distance_min", Range(0.0, MAX_COORDINATE, unit="m")),
-                          ("distance_max", Range(0.0, MAX_COORDINATE, unit="m"))):
+                          ("distance_max", Range(0.0, MAX_COORDINATE, unit="m")),
+                          ("size", Range(0.0, MAX_COORDINATE, lo_open=True, unit="m"))):
             check_range(getattr(self, name), rng, o, name, f"{o}: force field {name}")
 
 

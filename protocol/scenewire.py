@@ -68,6 +68,7 @@ BODY_ARRAYS = {
     "pin_indices": ("<i4", False),
     "pin_targets": ("<f4", True),
     "animation": ("<f4", True),
+    "pressure_samples": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
 
@@ -133,13 +134,18 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
         d = {}
         for f in dataclasses.fields(Body):
             v = getattr(b, f.name)
+            if old and f.name == "pressure_samples" and v is not None and b.role == "cloth":
+                raise ProtocolError(
+                    f"{b.name}: the server speaks protocol {version_str(peer)}, which predates keyframed "
+                    f"pressure (added in {version_str(FORCE_FIELDS_SINCE)}); remove the Pressure keys or update "
+                    "the server", f"scene.bodies.{b.name}.pressure_samples")
+            if old and f.name in ("field_weights", "pressure_samples"):
+                continue
             if f.name in BODY_ARRAYS:
                 dt, _ = BODY_ARRAYS[f.name]
                 d[f.name] = None if v is None else np.ascontiguousarray(v, dtype=dt)
             elif f.name == "material":
                 d[f.name] = _material_for(b, peer_version)
-            elif f.name == "field_weights" and old:
-                continue
             else:
                 d[f.name] = list(v) if isinstance(v, tuple) else v
         bodies.append(d)
@@ -243,7 +249,7 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
 
     body_special = {name: _array(name) for name in BODY_ARRAYS}
     body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity,
-                        field_weights=lambda v, p: _scalar(v, (1.0, 1.0, 1.0), p))
+                        field_weights=lambda v, p: _scalar(v, (1.0, 1.0, 1.0, 1.0), p))
     field_special = {name: _array(name, {k: (dt, False) for k, dt in FIELD_ARRAYS.items()}) for name in FIELD_ARRAYS}
     field_special.update(name=_str, kind=_str, shape=_str)
 

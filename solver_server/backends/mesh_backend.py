@@ -275,7 +275,8 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         if b.role == "cloth" and getattr(m, "air_drag", 0.0) > 0.0:
             raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Accurate solver; set Solver to "
                              "Accurate, or the object's Air Drag to 0 for the Fast solver", b.name, "air_drag")
-        if b.role == "cloth" and getattr(m, "pressure", 0.0) != 0.0:
+        keyed = getattr(b, "pressure_samples", None)
+        if b.role == "cloth" and (getattr(m, "pressure", 0.0) != 0.0 or (keyed is not None and np.any(keyed))):
             raise SceneError(f"{b.name}: Pressure ({m.pressure:g} Pa) needs the Accurate solver; set Solver to "
                              "Accurate, or the object's Pressure to 0 for the Fast solver", b.name, "pressure")
     if fields:

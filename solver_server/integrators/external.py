@@ -55,6 +55,7 @@ class StepExternal:
             self.force = (h * h) * ef.mass[:, None] * acc      # N * s^2: the linear term's coefficient
             self.flow_c = h * ef.mass * rate                    # kg: h m_i r_i
         self.has_pressure = len(sp.pressure_tris) > 0
+        self.p = sp.pressure_at(frame_index) if self.has_pressure else None   # Pa per triangle (keyed: this step's)
 
     def energy(self, x: np.ndarray) -> float:
         sp = self.ef.spec
@@ -65,7 +66,7 @@ class StepExternal:
             d = x - self.x_hat
             e += -float((self.force * x).sum()) + 0.5 * float((self.flow_c[:, None] * d * d).sum())
         if self.has_pressure:
-            e += self.h * self.h * pressure.pressure_energy(x, sp.pressure_tris, sp.pressure)
+            e += self.h * self.h * pressure.pressure_energy(x, sp.pressure_tris, self.p)
         return e
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
@@ -77,7 +78,7 @@ class StepExternal:
         if self.has_field:
             g += (-self.force + self.flow_c[:, None] * (x - self.x_hat)).ravel()
         if self.has_pressure:
-            g += self.h * self.h * pressure.pressure_gradient(x, sp.pressure_tris, sp.pressure, self.n)
+            g += self.h * self.h * pressure.pressure_gradient(x, sp.pressure_tris, self.p, self.n)
         return g
 
     def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
@@ -96,7 +97,7 @@ class StepExternal:
         if self.has_pressure:
             rows.append(self.ef._p_rc[0])
             cols.append(self.ef._p_rc[1])
-            vals.append(self.h * self.h * pressure.pressure_hessian_elems(x, sp.pressure_tris, sp.pressure,
+            vals.append(self.h * self.h * pressure.pressure_hessian_elems(x, sp.pressure_tris, self.p,
                                                                          project).reshape(-1))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)

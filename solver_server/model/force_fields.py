@@ -11,6 +11,9 @@ the falloff is 0 beyond distance_max (use_max), 1 inside distance_min (use_min),
   vortex  air velocity  strength * falloff * unit(z x (x - o))          (m/s)
   force   acceleration  strength * falloff * unit(x - o)                (m/s^2; negative strength attracts)
           plus the drag -flow * falloff * v per unit mass (1/s)
+  turbulence  air velocity  strength * falloff * R n(R^T (x - o) / size)  (m/s): n a smooth random field
+          (TURBULENCE_MODES random Fourier modes of wavelength ~size, from ``seed``) with unit RMS per axis,
+          carried and turned with the field object (R its rotation)
 
 each times the body's field weight of that kind (Body.field_weights). Air velocities act on cloth through
 its surface (energies/air.py, Material.air_drag); accelerations act on every simulated vertex of cloth,
@@ -25,7 +28,9 @@ import numpy as np
 
 from protocol.scene import FIELD_WEIGHT_KINDS, SceneError
 
-WIND, FORCE, VORTEX = (FIELD_WEIGHT_KINDS.index(k) for k in ("wind", "force", "vortex"))
+WIND, FORCE, VORTEX, TURBULENCE = (FIELD_WEIGHT_KINDS.index(k) for k in ("wind", "force", "vortex", "turbulence"))
+TURBULENCE_MODES = 24   # random Fourier modes of the turbulence pattern
+AIR_KINDS = {"wind": WIND, "vortex": VORTEX, "turbulence": TURBULENCE}
 
 
 def _sample(a: np.ndarray, f: float) -> np.ndarray:
@@ -73,6 +78,9 @@ def field_at(ff, frame_index: float, pts: np.ndarray) -> tuple:
     fo = falloff(ff, r)
     if ff.kind == "wind":
         vec = (s * fo)[:, None] * z[None, :]
+    elif ff.kind == "turbulence":
+        R = M[:3, :3] / np.maximum(np.linalg.norm(M[:3, :3], axis=0), 1e-300)
+        vec = (s * fo)[:, None] * (turbulence_pattern((d @ R) / float(ff.size), int(ff.seed)) @ R.T)
     elif ff.kind == "vortex":
         vec = (s * fo)[:, None] * _unit(np.cross(z[None, :], d))
     else:
@@ -83,6 +91,22 @@ def field_at(ff, frame_index: float, pts: np.ndarray) -> tuple:
     return vec, flow
 
 
+def turbulence_pattern(q: np.ndarray, seed: int) -> np.ndarray:
+    """(n, 3) smooth random vector field at points q (n, 3) in units of the feature size: a sum of
+    TURBULENCE_MODES sine modes sqrt(2/K) sum_j a_j sin(k_j . q + phi_j), a_j ~ N(0, I) rescaled per component to
+    mean square 1, |k_j| in 2 pi [0.5, 1.5]
+    with random directions, so each component has unit RMS over space; deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    K = TURBULENCE_MODES
+    dirs = rng.normal(size=(K, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    k = dirs * (2.0 * np.pi * rng.uniform(0.5, 1.5, size=K))[:, None]
+    a = rng.normal(size=(K, 3))
+    a /= np.sqrt((a * a).mean(axis=0))          # each component: mean square 1 over the modes, so RMS 1 in space
+    phi = rng.uniform(0.0, 2.0 * np.pi, size=K)
+    return np.sqrt(2.0 / K) * (np.sin(q @ k.T + phi) @ a)
+
+
 @dataclass
 class ExternalSpec:
     """Air, fields and pressure of a built System (global vertex numbering). Empty arrays switch a part off."""
@@ -90,17 +114,28 @@ class ExternalSpec:
     fields: tuple = ()
     air_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))    # cloth triangles
     air_k: np.ndarray = field(default_factory=lambda: np.zeros(0))                      # Pa s/m per triangle
-    air_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))            # field weights per triangle
-    vertex_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))         # (N, 3) per vertex (0: none)
+    air_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))            # field weights per triangle
+    vertex_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))         # (N, 4) per vertex (0: none)
     pressure_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # outward-oriented
     pressure: np.ndarray = field(default_factory=lambda: np.zeros(0))                   # Pa per triangle
+    pressure_body: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))     # index into pressure_keys
+    pressure_keys: tuple = ()   # per pressurised body: (F,) Pa per frame (keyed Pressure) or None (constant)
 
     @property
     def active(self) -> bool:
         return bool(len(self.pressure_tris) or len(self.air_tris) or (self.fields and self.vertex_weight.any()))
 
+    def pressure_at(self, frame_index: float) -> np.ndarray:
+        """(T,) Pa: each pressure triangle's pressure at fractional frame index ``frame_index`` (keyed
+        pressures linear between frames)."""
+        if not any(k is not None for k in self.pressure_keys):
+            return self.pressure
+        per_body = np.array([float(_sample(k, frame_index)) if k is not None else np.nan for k in self.pressure_keys])
+        p = per_body[self.pressure_body]
+        return np.ascontiguousarray(np.where(np.isnan(p), self.pressure, p))
+
     def air_velocity(self, x: np.ndarray, frame_index: float) -> np.ndarray:
-        """(T, 3) m/s: weighted wind + vortex air velocity at each air triangle (mean of its vertices)."""
+        """(T, 3) m/s: weighted wind + vortex + turbulence air velocity at each air triangle (mean of its vertices)."""
         u = np.zeros((len(self.air_tris), 3))
         if not len(self.air_tris):
             return u
@@ -113,7 +148,7 @@ class ExternalSpec:
             if ff.kind == "force":
                 continue
             vec, _ = field_at(ff, frame_index, pts)
-            w = self.air_weight[:, WIND if ff.kind == "wind" else VORTEX]
+            w = self.air_weight[:, AIR_KINDS[ff.kind]]
             u += w[:, None] * (vec[loc[:, 0]] + vec[loc[:, 1]] + vec[loc[:, 2]]) / 3.0
         return u
 
@@ -147,11 +182,11 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
     bodies = {b.name: b for b in scene.bodies}
     fields = tuple(getattr(scene, "force_fields", ()))
     kinds = {f.kind for f in fields}
-    at, ak, aw, pt, pp = [], [], [], [], []
-    vw = np.zeros((x0.shape[0], 3))
+    at, ak, aw, pt, pp, pb, pk = [], [], [], [], [], [], []
+    vw = np.zeros((x0.shape[0], len(FIELD_WEIGHT_KINDS)))
     for blk in blocks:
         b = bodies[blk.name]
-        w = np.asarray(getattr(b, "field_weights", (1.0, 1.0, 1.0)), np.float64)
+        w = np.asarray(getattr(b, "field_weights", (1.0, 1.0, 1.0, 1.0)), np.float64)
         if blk.role in ("cloth", "solid", "rod"):
             vw[blk.offset:blk.offset + blk.n_nodes] = w
         if blk.role != "cloth":
@@ -163,7 +198,8 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
             ak.append(np.full(len(tris), k))
             aw.append(np.repeat(w[None], len(tris), 0))
         p = float(b.material.pressure)
-        if p != 0.0:
+        keys = getattr(b, "pressure_samples", None)
+        if p != 0.0 or (keys is not None and np.any(keys)):
             n_open = open_edges(b.triangles)
             if n_open:
                 raise SceneError(f"{b.name}: Pressure needs a closed mesh, but {n_open} edges are open or shared by "
@@ -171,6 +207,8 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
             vol = enclosed_volume(b.vertices, b.triangles.astype(np.int32))
             pt.append(tris if vol > 0 else tris[:, ::-1].copy())   # outward orientation
             pp.append(np.full(len(tris), p))
+            pb.append(np.full(len(tris), len(pk), np.int64))
+            pk.append(None if keys is None else np.asarray(keys, np.float64))
     vw[~dynamic] = 0.0
     if "force" not in kinds:
         vw[:] = 0.0
@@ -182,4 +220,6 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
     if pt:
         spec.pressure_tris = np.ascontiguousarray(np.concatenate(pt), np.int32)
         spec.pressure = np.concatenate(pp)
+        spec.pressure_body = np.concatenate(pb)
+        spec.pressure_keys = tuple(pk)
     return spec if spec.active else None

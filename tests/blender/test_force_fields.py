@@ -12,7 +12,7 @@ from 0 at frame 1 to STRENGTH at frame 12; the export must follow the keys).
   Clearance sheet of the same mass per vertex: both swing like pendulums, so the mean angle of the last
   two seconds is compared and reported.
 
-A closed cushion with Pressure inflates as membrane theory says; the Fast solver refuses Air Drag by name.
+A closed cushion with keyed Pressure inflates as membrane theory says; the Fast solver refuses Air Drag by name.
 """
 import math
 
@@ -78,10 +78,10 @@ def test_wind_swings_hanging_sheets_to_the_drag_laws_angle_and_as_far_as_blender
     scene.render.fps = 24
     wind_field([(1, 0.0), (12, STRENGTH)])
     light = hanging_sheet("light", 0.0)
-    _cloth(light, 200.0, 1e5, (0.01, 1.0, 1.0))
+    _cloth(light, 200.0, 1e5, (0.01, 1.0, 1.0, 1.0))
     heavy = hanging_sheet("heavy", 1.0)
     rho_heavy = HEAVY_VERTEX_MASS * (N + 1) ** 2 / (SIZE * SIZE)        # kg/m^2, same mass per vertex on average
-    _cloth(heavy, rho_heavy / THICK, 1e8, (1.0, 1.0, 1.0))
+    _cloth(heavy, rho_heavy / THICK, 1e8, (1.0, 1.0, 1.0, 1.0))
     s = scene.clearance
     s.backend, s.solver_quality = "ipc", "ACCURATE"
     s.server_address = server.address
@@ -94,7 +94,7 @@ def test_wind_swings_hanging_sheets_to_the_drag_laws_angle_and_as_far_as_blender
     np.testing.assert_allclose(ff.strength[:12], np.linspace(0.0, STRENGTH, 12), atol=1e-4)   # the keys, per frame
     assert np.allclose(ff.matrix[0][:3, 2], (0.0, 1.0, 0.0), atol=1e-6)
     b = {x.name: x for x in ex.scene.bodies}
-    assert b["light"].material.air_drag == 1.0 and np.allclose(b["light"].field_weights, (0.01, 1.0, 1.0))
+    assert b["light"].material.air_drag == 1.0 and np.allclose(b["light"].field_weights, (0.01, 1.0, 1.0, 1.0))
 
     bs = addon("bake_session")
     session = bs.BakeSession(scene, ex, addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
@@ -137,7 +137,10 @@ def test_pressure_inflates_a_closed_cushion(blender, server, tmp_path):
     c = ball.clearance
     c.role = "CLOTH"
     c.density, c.thickness, c.youngs_modulus, c.poisson_ratio, c.bending_stiffness = 200.0, 1e-3, 1e6, 0.3, 0.0
-    c.pressure = 20.0
+    for f, p in ((1, 0.0), (4, 20.0)):          # keyed: the cushion inflates over three frames
+        c.pressure = p
+        ball.keyframe_insert("clearance.pressure", frame=f)
+    make_linear(ball)
     s = scene.clearance
     s.backend, s.solver_quality, s.newton_tol = "ipc", "ACCURATE", 1e-5
     s.use_scene_gravity = False
@@ -146,7 +149,7 @@ def test_pressure_inflates_a_closed_cushion(blender, server, tmp_path):
     s.cache_folder = str(tmp_path / "cache")
     addon("preferences").get().timeout = 60.0
     ex = addon("export").export_scene(bpy.context)
-    assert ex.scene.bodies[0].material.pressure == 20.0
+    np.testing.assert_allclose(ex.scene.bodies[0].pressure_samples, [0, 20 / 3, 40 / 3, 20, 20, 20, 20, 20], atol=1e-4)
     bs = addon("bake_session")
     session = bs.BakeSession(scene, ex, addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
     session.start()

@@ -103,7 +103,8 @@ def test_step_terms_gradient_and_hessian_match_finite_differences():
     sheet = _sheet(air_drag=0.8)
     sc = _scene([sheet], [_field("wind", 3.0, F, z=(1, 0, 1)), _field("vortex", 2.0, F, loc=(0.1, 0, 0)),
                           _field("force", 4.0, F, loc=(0, 0, -1), shape="point", falloff_power=1.0,
-                                 flow=np.full(F, 0.5))], frames=F)
+                                 flow=np.full(F, 0.5)),
+                          _field("turbulence", 1.5, F, size=0.3, seed=7)], frames=F)
     sysm = build_system(sc)
     ef = ExternalForces(sysm)
     rng = np.random.default_rng(3)
@@ -121,6 +122,27 @@ def test_step_terms_gradient_and_hessian_match_finite_differences():
 def _mean_velocity(b, sc):
     n = len(sc.bodies[0].vertices)
     return b.stepper.v[:n].mean(axis=0)
+
+
+def test_turbulence_is_a_smooth_pattern_of_the_asked_speed_that_moves_cloth():
+    """Unit RMS per axis over space (so strength is the RMS air speed, m/s), smooth at the feature size,
+    fixed by the seed; a sheet in it is pushed unevenly (it wrinkles) where wind would push it flat."""
+    from solver_server.model.force_fields import turbulence_pattern
+    q = np.random.default_rng(0).uniform(0.0, 20.0, size=(20000, 3))
+    u = turbulence_pattern(q, 3)
+    assert np.allclose(np.sqrt((u ** 2).mean(axis=0)), 1.0, atol=0.15)
+    du = np.linalg.norm(turbulence_pattern(q + [0.01, 0, 0], 3) - u, axis=1).mean()
+    assert du < 0.1                                             # 1% of the feature size: nearly the same air
+    assert np.abs(turbulence_pattern(q, 4) - u).mean() > 0.5    # another seed, another pattern
+    F = 13
+    sc = _scene([_sheet(air_drag=1.0)], [_field("turbulence", 2.0, F, size=0.5, seed=1)], frames=F,
+                gravity=(0.0, 0.0, 0.0))
+    b = MeshBackend(sc)
+    for _ in range(F - 1):
+        b.advance()
+    z = b.stepper.x[:25, 2]
+    print(f"sheet in turbulence (2 m/s RMS, 0.5 m): z spread {np.ptp(z):.3f} m after 0.5 s")
+    assert np.ptp(z) > 0.02
 
 
 def test_sheet_falling_flat_reaches_the_drag_laws_terminal_speed():
@@ -166,7 +188,7 @@ def test_wind_pushes_a_flat_sheet_at_the_air_speed_and_not_an_edge_on_one():
         b.advance()
     assert np.abs(_mean_velocity(b, sc)).max() < 1e-6
     # field weight 0: no wind
-    sc = _scene([dataclasses.replace(_sheet(air_drag=1.0), field_weights=(0.0, 1.0, 1.0))], [_field("wind", 2.0, F)],
+    sc = _scene([dataclasses.replace(_sheet(air_drag=1.0), field_weights=(0.0, 1.0, 1.0, 1.0))], [_field("wind", 2.0, F)],
                 frames=F, gravity=(0.0, 0.0, 0.0))
     b = MeshBackend(sc)
     b.advance()
@@ -208,6 +230,27 @@ def test_inflated_sphere_settles_at_membrane_theory_radius():
           f"{np.abs(b.stepper.v).max():.2e} m/s, newton {r.stats['newton_iterations']}")
     assert abs(dr / theory - 1.0) < 0.10
     assert np.abs(b.stepper.v).max() < 1e-3 * theory * R * 4.0
+
+
+def test_keyed_pressure_is_followed_frame_by_frame():
+    """Pressure keyed 0 -> 20 Pa over frames 1..7 then held: the radius follows the quasi-static membrane
+    answer for each frame's pressure (the sphere's breathing period, 26 ms, is far below a frame)."""
+    R, E, t, nu = 0.5, 1.0e6, 1.0e-3, 0.3
+    V, T = icosphere(R, subdivisions=2)
+    keys = np.concatenate([np.linspace(0.0, 20.0, 7), np.full(6, 20.0)])
+    body = Body("ball", "cloth", V, T.astype(np.int32),
+                material=Material(density=200.0, thickness=t, youngs_modulus=E, poisson_ratio=nu,
+                                  bending_stiffness=0.0), pressure_samples=keys)
+    b = MeshBackend(_scene([body], frames=13, fps=4.0, gravity=(0.0, 0.0, 0.0), newton_tol=1e-5))
+    r0 = np.linalg.norm(V, axis=1).mean()
+    grow = []
+    for _ in range(12):
+        b.advance()
+        grow.append(np.linalg.norm(b.stepper.x[:len(V)], axis=1).mean() / r0 - 1.0)
+    per_pa = R * (1 - nu) / (2 * E * t)
+    print("dR/R per frame / theory:", np.round(np.array(grow) / (keys[1:] * per_pa), 3))
+    assert abs(grow[2] / (keys[3] * per_pa) - 1.0) < 0.10       # frame 4: 10 Pa
+    assert abs(grow[-1] / (20.0 * per_pa) - 1.0) < 0.10
 
 
 def test_pressure_on_an_open_cloth_is_refused_by_name():

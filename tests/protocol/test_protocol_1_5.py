@@ -23,7 +23,7 @@ def _wind(strength=2.0, **kw):
     return ForceField("Wind", "wind", np.full(F, strength), m, **kw)
 
 
-def _scene(drag=0.5, pressure=0.0, fields=(), weights=(1.0, 1.0, 1.0)):
+def _scene(drag=0.5, pressure=0.0, fields=(), weights=(1.0, 1.0, 1.0, 1.0)):
     st = Settings(frame_start=1, frame_end=F, solver_quality="accurate")
     cloth = Body("Flag", "cloth", V, T, material=Material(air_drag=drag, pressure=pressure), field_weights=weights)
     return Scene(settings=st, bodies=(cloth,), force_fields=tuple(fields))
@@ -36,12 +36,12 @@ def test_version_is_1_5_and_new_materials_feel_no_air():
 
 def test_fields_weights_drag_and_pressure_travel():
     s = _scene(0.7, 120.0, [_wind(3.0, shape="point", falloff_power=2.0, use_max=True, distance_max=4.0)],
-               (0.5, 1.0, 0.0))
+               (0.5, 1.0, 0.0, 1.0))
     s.validate()
     back = scene_from_wire(scene_to_wire(s))
     back.validate()
     b = back.bodies[0]
-    assert b.material.air_drag == 0.7 and b.material.pressure == 120.0 and b.field_weights == (0.5, 1.0, 0.0)
+    assert b.material.air_drag == 0.7 and b.material.pressure == 120.0 and b.field_weights == (0.5, 1.0, 0.0, 1.0)
     f = back.force_fields[0]
     assert (f.kind, f.shape, f.falloff_power, f.use_max, f.distance_max) == ("wind", "point", 2.0, True, 4.0)
     np.testing.assert_array_equal(f.strength, np.full(F, 3.0))
@@ -55,18 +55,18 @@ def test_scene_file_keeps_the_fields(tmp_path):
 
 
 def test_absent_fields_mean_what_1_4_did():
-    wire = scene_to_wire(_scene(0.7, 50.0, [_wind()], (0.2, 0.2, 0.2)))
+    wire = scene_to_wire(_scene(0.7, 50.0, [_wind()], (0.2, 0.2, 0.2, 0.2)))
     del wire["force_fields"]
     del wire["bodies"][0]["field_weights"]
     del wire["bodies"][0]["material"]["air_drag"]
     del wire["bodies"][0]["material"]["pressure"]
     s = scene_from_wire(wire)
-    assert s.force_fields == () and s.bodies[0].field_weights == (1.0, 1.0, 1.0)
+    assert s.force_fields == () and s.bodies[0].field_weights == (1.0, 1.0, 1.0, 1.0)
     assert s.bodies[0].material.air_drag == 0.0 and s.bodies[0].material.pressure == 0.0
 
 
 def test_a_1_4_server_gets_nothing_new_unless_it_matters():
-    wire = scene_to_wire(_scene(0.0, 0.0, (), (0.3, 0.3, 0.3)), (1, 4))
+    wire = scene_to_wire(_scene(0.0, 0.0, (), (0.3, 0.3, 0.3, 0.3)), (1, 4))
     assert "force_fields" not in wire and "field_weights" not in wire["bodies"][0]
     assert "air_drag" not in wire["bodies"][0]["material"] and "pressure" not in wire["bodies"][0]["material"]
     assert scene_from_wire(wire).bodies[0].material.air_drag == 0.0
@@ -98,10 +98,23 @@ def test_bad_fields_are_refused_by_name():
         _scene(drag=-1.0).validate()
     assert e.value.field == "air_drag"
     with pytest.raises(SceneError) as e:
-        _scene(weights=(1.0, float("inf"), 1.0)).validate()
+        _scene(weights=(1.0, float("inf"), 1.0, 1.0)).validate()
     assert e.value.field == "field_weights"
     wire = scene_to_wire(_scene(fields=[_wind()]))
     wire["force_fields"][0]["strength"] = wire["force_fields"][0]["strength"].astype(np.float32)
     with pytest.raises(ProtocolError) as e:
         scene_from_wire(wire)
     assert "strength" in e.value.field
+
+
+def test_keyed_pressure_travels_and_a_1_4_server_refuses_it():
+    ball = dataclasses.replace(_scene(0.0).bodies[0], pressure_samples=np.array([0.0, 10.0, 20.0]))
+    s = Scene(_scene().settings, (ball,))
+    s.validate()
+    np.testing.assert_array_equal(scene_from_wire(scene_to_wire(s)).bodies[0].pressure_samples, [0.0, 10.0, 20.0])
+    with pytest.raises(ProtocolError) as e:
+        scene_to_wire(s, (1, 4))
+    assert e.value.field.endswith("pressure_samples")
+    with pytest.raises(SceneError) as e:
+        Scene(s.settings, (dataclasses.replace(ball, pressure_samples=np.array([0.0, np.inf, 1.0])),)).validate()
+    assert e.value.field == "pressure_samples"
