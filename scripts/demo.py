@@ -10,7 +10,9 @@ dropped on a tilted ramp; it slides down and spreads on the floor, rendered as s
 emitter's material) by the particle object's Geometry Nodes (output in out/demo_sand unless
 ``--out`` is given). ``--scene presets`` (IPC): five 20 cm cubes, one per solid material preset
 (rubber, jelly, flesh, foam, and wood as a Stiff body), applied from the preset menu's operator and
-dropped on the floor: the jelly slumps under its own weight, the wood does not (out/demo_presets). The add-on is enabled from this checkout the way a user would (a local extensions repository),
+dropped on the floor: the jelly slumps under its own weight, the wood does not (out/demo_presets).
+``--scene wind`` (IPC, Accurate): a flag pinned along a pole in a keyed Wind with Turbulence gusts (Air
+Drag) and a pressurised cushion dropped beside it (out/demo_wind). The add-on is enabled from this checkout the way a user would (a local extensions repository),
 ``bpy.ops.clearance.bake()`` runs the same operator an artist presses (blocking in background mode;
 it starts a local solver server by itself), then the file is saved as ``clearance_demo.blend``
 (its animation lives in ``clearance_cache/clearance_demo/*.pc2`` beside it, played by Mesh Cache modifiers, so it
@@ -205,6 +207,68 @@ def sand_summary(objects: dict, frames: list) -> dict:
     return out
 
 
+def build_wind_scene(frames: int) -> dict:
+    """Issue 21's features: a flag pinned along a pole in a Wind (keyed from calm to 6 m/s over the first
+    half second) plus a little Turbulence, with Air Drag; a cushion (closed ico-sphere cloth with a
+    Pressure of 300 Pa) dropped on the floor beside it. Accurate solver (the features need it)."""
+    import bmesh
+    import bpy
+    scene = _new_scene(frames)
+    floor = _bm_object("Floor", lambda bm: bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=2.0))
+    floor.clearance.role = "COLLIDER"
+    floor.data.materials.append(_material("FloorMat", (0.55, 0.55, 0.58)))
+    pole = _bm_object("Pole", lambda bm: bmesh.ops.create_cone(bm, cap_ends=True, segments=12, radius1=0.015,
+                                                                radius2=0.015, depth=1.4),
+                      location=(-0.5, 0.0, 0.7))
+    pole.clearance.role = "COLLIDER"
+    pole.data.materials.append(_material("PoleMat", (0.15, 0.15, 0.15)))
+    flag = _bm_object("Flag", lambda bm: bmesh.ops.create_grid(bm, x_segments=18, y_segments=12, size=0.5),
+                      location=(-0.025, 0.0, 1.05), rotation=(math.radians(90), 0.0, 0.0))
+    flag.scale = (0.9, 0.6, 1.0)       # 0.9 x 0.6 m
+    bpy.context.view_layer.update()
+    with bpy.context.temp_override(object=flag, active_object=flag, selected_editable_objects=[flag]):
+        bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+    left = [v.index for v in flag.data.vertices if v.co.x < -0.449]
+    flag.vertex_groups.new(name="pole").add(left, 1.0, "REPLACE")
+    c = flag.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 150.0, 1e-3, 2e5, 2e-6
+    c.air_drag, c.pin_group = 1.0, "pole"
+    flag.data.materials.append(_material("FlagMat", (0.85, 0.25, 0.15)))
+    for p in flag.data.polygons:
+        p.use_smooth = True
+    cushion = _bm_object("Cushion", lambda bm: bmesh.ops.create_icosphere(bm, subdivisions=3, radius=0.18),
+                         location=(0.55, 0.3, 0.22))
+    cushion.scale = (1.0, 1.0, 0.6)
+    bpy.context.view_layer.update()
+    with bpy.context.temp_override(object=cushion, active_object=cushion, selected_editable_objects=[cushion]):
+        bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+    c = cushion.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 300.0, 1e-3, 1e6, 1e-5
+    c.pressure, c.air_drag = 300.0, 0.5
+    c.field_weights = (0.0, 0.0, 0.0, 0.0)      # the wind is for the flag
+    cushion.data.materials.append(_material("CushionMat", (0.25, 0.45, 0.8)))
+    for p in cushion.data.polygons:
+        p.use_smooth = True
+    bpy.ops.object.effector_add(type="WIND", location=(-1.2, -0.2, 0.8), rotation=(0.0, math.radians(90), math.radians(20)))
+    wind = bpy.context.object
+    wind.name = "Wind"
+    for f, s in ((1, 0.0), (12, 6.0)):
+        wind.field.strength = s
+        wind.keyframe_insert("field.strength", frame=f)
+    bpy.ops.object.effector_add(type="TURBULENCE", location=(0.0, 0.0, 1.0))
+    turb = bpy.context.object
+    turb.name = "Gusts"
+    turb.field.strength, turb.field.size, turb.field.seed = 1.5, 0.4, 1   # Blender seeds new fields at random
+    s = scene.clearance
+    s.solver_quality = "ACCURATE"
+    s.contact_gap = 2.0e-3
+    s.cache_folder = "//clearance_cache/"
+    _camera_and_light(location=(0.2, -3.6, 1.4), target=(0.0, 0.0, 0.72))
+    return {"floor": floor, "flag": flag, "cushion": cushion}
+
+
 def _material(name: str, rgb) -> "bpy.types.Material":
     import bpy
     m = bpy.data.materials.new(name)
@@ -285,9 +349,10 @@ def _world_z(ob, frames: list) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scene", choices=("default", "sand", "presets"), default="default",
+    ap.add_argument("--scene", choices=("default", "sand", "presets", "wind"), default="default",
                     help="default: cloth + soft cube (IPC); sand: sand on a ramp (MPM); presets: a cube per solid "
-                         "material preset (IPC)")
+                         "material preset (IPC); wind: a flag in Wind and Turbulence and a pressurised cushion "
+                         "(IPC, Accurate)")
     ap.add_argument("--out", default=None, help="output folder (default out/demo, or out/demo_<scene>)")
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--no-render", action="store_true")
@@ -298,7 +363,8 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
 
     import bpy
-    build = {"default": build_scene, "sand": build_sand_scene, "presets": build_presets_scene}[args.scene]
+    build = {"default": build_scene, "sand": build_sand_scene, "presets": build_presets_scene,
+             "wind": build_wind_scene}[args.scene]
     objects = build(args.frames)
     blend = os.path.join(out, "clearance_demo.blend" if args.scene == "default" else
                          f"clearance_demo_{args.scene}.blend")
@@ -319,6 +385,9 @@ def main(argv=None) -> int:
     elif args.scene == "presets":
         for name, hs in heights(objects, check, [n for n in objects if n != "floor"]).items():
             print(f"demo: {name}: height at frames {check}: " + ", ".join(f"{h * 1000:.1f} mm" for h in hs))
+    elif args.scene == "wind":
+        for name, zs in lowest_points(objects, check, ("flag", "cushion")).items():
+            print(f"demo: {name}: lowest z at frames {check}: " + ", ".join(f"{z:.3f} m" for z in zs))
     else:
         for name, zs in lowest_points(objects, check).items():
             print(f"demo: {name}: lowest z at frames {check}: " + ", ".join(f"{z:.3f} m" for z in zs))
