@@ -124,6 +124,24 @@ def _mean_velocity(b, sc):
     return b.stepper.v[:n].mean(axis=0)
 
 
+def test_field_directions_and_blenders_falloff():
+    from solver_server.model.force_fields import field_at
+    pts = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 3.0, 0.5]])
+    vortex, _ = field_at(_field("vortex", 2.0, 3), 0.0, pts[:1])
+    assert np.allclose(vortex, [[0.0, 2.0, 0.0]])                       # s unit(z x (x - o))
+    force, flow = field_at(_field("force", 3.0, 3, shape="point", falloff_power=1.0, flow=np.full(3, 0.4)), 1.5, pts)
+    assert np.allclose(force[1], [0.0, 0.0, 3.0 / (1.0 + 2.0)]) and np.isclose(flow[1], 0.4 / 3.0)
+    wind, _ = field_at(_field("wind", 1.0, 3, falloff_power=2.0, use_min=True, distance_min=0.5, use_max=True,
+                              distance_max=1.0), 0.0, pts)
+    # plane: r = |z.(x - o)| = 0, 2, 0.5 -> inside r_min: 1; beyond r_max: 0; at r_min: (1 + 0)^-2 = 1
+    assert np.allclose(wind[:, 2], [1.0, 0.0, 1.0]) and np.allclose(wind[:, :2], 0.0)
+    line, _ = field_at(_field("wind", 1.0, 3, shape="line", falloff_power=1.0), 0.0, pts)
+    assert np.allclose(line[:, 2], [1 / 2.0, 1 / 1.0, 1 / 4.0])         # r = distance from the Z axis: 1, 0, 3
+    keyed = _field("wind", 0.0, 3)
+    keyed = dataclasses.replace(keyed, strength=np.array([0.0, 2.0, 4.0]))
+    assert np.allclose(field_at(keyed, 1.25, pts[:1])[0], [[0.0, 0.0, 2.5]])   # linear between frames
+
+
 def test_turbulence_is_a_smooth_pattern_of_the_asked_speed_that_moves_cloth():
     """Unit RMS per axis over space (so strength is the RMS air speed, m/s), smooth at the feature size,
     fixed by the seed; a sheet in it is pushed unevenly (it wrinkles) where wind would push it flat."""
