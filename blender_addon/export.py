@@ -28,6 +28,10 @@ from .mesh_checks import volume_problem
 from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
 
 PIN_ATTR = "clearance_pin_weight"
+MAP_GROUPS = (("stiffness_group", "clearance_stiffness_weight"), ("bending_group", "clearance_bending_weight"),
+              ("mass_group", "clearance_mass_weight"), ("shrink_group", "clearance_shrink_weight"))
+"""Cloth vertex-group maps: the object setting naming the group and the point attribute it is copied into."""
+MAP_ATTRS = tuple(a for _, a in MAP_GROUPS)
 _PIN_MODIFIER = "Clearance Pin Weights (temporary)"
 VOLUME_ROLES = ("solid", "stiff", "granular")
 
@@ -40,6 +44,7 @@ class MeshArrays:
     triangles: np.ndarray                 # (m, 3) int32
     edges: np.ndarray                     # (k, 2) int32
     pin_weights: Optional[np.ndarray] = None  # (n,) float32 or None
+    group_weights: dict = field(default_factory=dict)  # map attribute -> (n,) float32 (cloth vertex-group maps)
 
 
 @dataclass
@@ -92,45 +97,66 @@ def read_mesh(obj: bpy.types.Object, depsgraph, with_pins: bool = False) -> Mesh
         if with_pins and PIN_ATTR in me.attributes:
             weights = np.empty(n, dtype=np.float32)
             me.attributes[PIN_ATTR].data.foreach_get("value", weights)
-        return MeshArrays(np.ascontiguousarray(verts), tris.reshape(-1, 3), edges.reshape(-1, 2), weights)
+        groups = {}
+        for attr in MAP_ATTRS if with_pins else ():
+            if attr in me.attributes:
+                groups[attr] = np.empty(n, dtype=np.float32)
+                me.attributes[attr].data.foreach_get("value", groups[attr])
+        return MeshArrays(np.ascontiguousarray(verts), tris.reshape(-1, 3), edges.reshape(-1, 2), weights, groups)
     finally:
         ob_eval.to_mesh_clear()
 
 
-def _pin_node_group(group_name: str) -> bpy.types.NodeTree:
-    """A node group storing vertex group ``group_name`` as the float point attribute PIN_ATTR."""
+def _pin_node_group(pairs: list) -> bpy.types.NodeTree:
+    """A node group storing each vertex group of ``pairs`` ((group name, attribute name), ...) as a float
+    point attribute (the pin group as PIN_ATTR, the cloth maps as MAP_ATTRS)."""
     ng = bpy.data.node_groups.new(".clearance_pins", "GeometryNodeTree")
     ng.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
     ng.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
     gin = ng.nodes.new("NodeGroupInput")
     gout = ng.nodes.new("NodeGroupOutput")
-    named = ng.nodes.new("GeometryNodeInputNamedAttribute")
-    named.data_type = "FLOAT"
-    named.inputs["Name"].default_value = group_name
-    store = ng.nodes.new("GeometryNodeStoreNamedAttribute")
-    store.data_type = "FLOAT"
-    store.domain = "POINT"
-    store.inputs["Name"].default_value = PIN_ATTR
-    ng.links.new(gin.outputs[0], store.inputs["Geometry"])
-    ng.links.new(named.outputs["Attribute"], store.inputs["Value"])
-    ng.links.new(store.outputs["Geometry"], gout.inputs[0])
+    geo = gin.outputs[0]
+    for group_name, attr in pairs:
+        named = ng.nodes.new("GeometryNodeInputNamedAttribute")
+        named.data_type = "FLOAT"
+        named.inputs["Name"].default_value = group_name
+        store = ng.nodes.new("GeometryNodeStoreNamedAttribute")
+        store.data_type = "FLOAT"
+        store.domain = "POINT"
+        store.inputs["Name"].default_value = attr
+        ng.links.new(geo, store.inputs["Geometry"])
+        ng.links.new(named.outputs["Attribute"], store.inputs["Value"])
+        geo = store.outputs["Geometry"]
+    ng.links.new(geo, gout.inputs[0])
     return ng
+
+
+def _probe_pairs(o) -> list:
+    """(vertex group, attribute) pairs to copy for object ``o``: its pin group and, for cloth, its map groups."""
+    c = o.clearance
+    pairs = [(c.pin_group, PIN_ATTR)] if c.pin_group else []
+    if c.role == "CLOTH":
+        pairs += [(getattr(c, prop), attr) for prop, attr in MAP_GROUPS if getattr(c, prop)]
+    return pairs
 
 
 class _PinProbes:
     """Context manager adding the temporary pin-weight modifier to objects with a pin group."""
 
     def __init__(self, objects: list):
-        self.objects = [o for o in objects if o.clearance.pin_group and o.type == "MESH"]
+        self.objects = [o for o in objects if _probe_pairs(o) and o.type == "MESH"]
         self.added = []
 
     def __enter__(self) -> "_PinProbes":
         for o in self.objects:
-            if o.clearance.pin_group not in o.vertex_groups:
-                raise SceneError(f"{o.name}: pin group '{o.clearance.pin_group}' does not exist; pick one of the "
-                                 f"object's vertex groups or clear the field", o.name, "pin_indices")
+            for group, attr in _probe_pairs(o):
+                if group not in o.vertex_groups:
+                    what = "pin group" if attr == PIN_ATTR else "vertex group"
+                    raise SceneError(f"{o.name}: {what} '{group}' does not exist; pick one of the "
+                                     f"object's vertex groups or clear the field", o.name,
+                                     "pin_indices" if attr == PIN_ATTR else "vertex_scales")
             mod = o.modifiers.new(_PIN_MODIFIER, "NODES")
-            mod.node_group = _pin_node_group(o.clearance.pin_group)
+            mod.node_group = _pin_node_group(_probe_pairs(o))
             mod.show_in_editmode = False
             self.added.append((o, mod))
         return self
@@ -218,6 +244,23 @@ def _field_sample(o, depsgraph) -> tuple:
     """(strength, flow, world matrix (4, 4)) of field object ``o`` at the current frame."""
     fd = o.field
     return float(fd.strength), float(fd.flow), world_matrix(o.evaluated_get(depsgraph))
+
+
+def vertex_scales(o, mesh: MeshArrays) -> Optional[np.ndarray]:
+    """(n, 4) per-vertex cloth maps (protocol VERTEX_SCALES) from the object's map groups: stiffness, bending
+    and mass scale = 1 + w (factor - 1), rest size = 1 - w shrink (w = 1 everywhere for shrink without a group);
+    None when every scale is 1."""
+    c = o.clearance
+    n = len(mesh.vertices)
+    w = {attr: mesh.group_weights.get(attr, np.zeros(n, np.float32)).astype(np.float64) for _, attr in MAP_GROUPS}
+    out = np.ones((n, 4))
+    for col, (prop, attr), factor in zip(range(3), MAP_GROUPS, (c.stiffness_group_factor, c.bending_group_factor,
+                                                                c.mass_group_factor)):
+        if getattr(c, prop):
+            out[:, col] = 1.0 + w[attr] * (float(factor) - 1.0)
+    ws = w[MAP_GROUPS[3][1]] if c.shrink_group else np.ones(n)
+    out[:, 3] = 1.0 - ws * float(c.shrink)
+    return None if np.all(out == 1.0) else out
 
 
 def _keyed(samples: Optional[np.ndarray]) -> Optional[np.ndarray]:
@@ -343,7 +386,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            pin_indices=pins[o.name],
                            pin_targets=samples.get(o.name) if o in followers else None, animation=anim,
                            field_weights=tuple(float(w) for w in o.clearance.field_weights),
-                           pressure_samples=_keyed(pressures.get(o.name))))
+                           pressure_samples=_keyed(pressures.get(o.name)),
+                           vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:

@@ -147,6 +147,25 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
                                         "Accurate solver only")
+    stiffness_group: StringProperty(name="Stiffness Group",
+                                    description="Cloth: vertex group scaling the stretch stiffness (Young's "
+                                                "modulus) from 1x at weight 0 to Stiffness Factor at weight 1")
+    stiffness_group_factor: FloatProperty(name="Stiffness Factor", default=10.0, min=0.0, soft_max=100.0,
+                                          description="Stretch stiffness multiplier at vertex-group weight 1")
+    bending_group: StringProperty(name="Bending Group",
+                                  description="Cloth: vertex group scaling the bending stiffness from 1x at weight "
+                                              "0 to Bending Factor at weight 1")
+    bending_group_factor: FloatProperty(name="Bending Factor", default=10.0, min=0.0, soft_max=100.0,
+                                        description="Bending stiffness multiplier at vertex-group weight 1")
+    mass_group: StringProperty(name="Mass Group",
+                               description="Cloth: vertex group scaling the mass from 1x at weight 0 to Mass "
+                                           "Factor at weight 1 (weighted hems, beads)")
+    mass_group_factor: FloatProperty(name="Mass Factor", default=2.0, min=1e-3, soft_max=100.0,
+                                     description="Mass multiplier at vertex-group weight 1")
+    shrink: FloatProperty(name="Shrink", default=0.0, min=-1.0, max=0.9, precision=3,
+                          description="Cloth: how much smaller the cloth wants to be (0.1: 10% smaller, negative: "
+                                      "it grows), everywhere or, with a Shrink Group, times the group's weight")
+    shrink_group: StringProperty(name="Shrink Group", description="Cloth: vertex group weighting Shrink")
     field_weights: FloatVectorProperty(name="Field Weights", size=4, default=(1.0, 1.0, 1.0, 1.0), soft_min=0.0,
                                        soft_max=1.0,
                                        description="How strongly the scene's Wind, Force, Vortex and Turbulence fields act on "

@@ -88,6 +88,31 @@ class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):
         row.prop(ob.clearance, "pin_follows")
 
 
+class CLEARANCE_PT_maps(ClearancePanelBase, bpy.types.Panel):
+    bl_label = "Vertex Group Maps"
+    bl_parent_id = "CLEARANCE_PT_object"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        ob = context.object
+        return ob is not None and hasattr(ob, "clearance") and ob.clearance.role == "CLOTH"
+
+    def draw(self, context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        ob = context.object
+        c = ob.clearance
+        for group, factor in (("stiffness_group", "stiffness_group_factor"), ("bending_group", "bending_group_factor"),
+                              ("mass_group", "mass_group_factor")):
+            layout.prop_search(c, group, ob, "vertex_groups")
+            row = layout.row()
+            row.enabled = bool(getattr(c, group))
+            row.prop(c, factor)
+        layout.prop(c, "shrink")
+        layout.prop_search(c, "shrink_group", ob, "vertex_groups")
+
+
 class CLEARANCE_PT_bake(ClearancePanelBase, bpy.types.Panel):
     bl_label = "Clearance Bake"
 
@@ -190,7 +215,7 @@ class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
             preferences.draw_install_status(layout, prefs, width=60, full=False)
 
 
-_classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_bake,
+_classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_maps, CLEARANCE_PT_bake,
             CLEARANCE_PT_bake_settings, CLEARANCE_PT_server)
 
 

@@ -234,6 +234,9 @@ class Body:
     ``field_weights`` (wind, force, vortex, turbulence): how strongly the scene's force fields act on the body.
     ``pressure_samples`` (F,) float64 or None: a closed cloth's pressure (Pa) at every frame when it is
         keyframed (linear between frames); None: ``material.pressure`` throughout.
+    ``vertex_scales`` (n, 4) float64 or None: a cloth's per-vertex maps (:data:`VERTEX_SCALES`: stretch and
+        bending stiffness multipliers, mass multiplier, rest-size multiplier); a triangle takes the mean of
+        its three vertices (mass: the vertex's own). None: all 1.
     The solver returns positions in this same vertex order and count.
     """
 
@@ -249,6 +252,7 @@ class Body:
     animation: Optional[np.ndarray] = None
     field_weights: tuple = (1.0, 1.0, 1.0, 1.0)   # wind, force, vortex, turbulence (FIELD_WEIGHT_KINDS); since 1.5
     pressure_samples: Optional[np.ndarray] = None   # (F,) float64 Pa per frame (keyed Pressure); since 1.5
+    vertex_scales: Optional[np.ndarray] = None      # (n, 4) float64 cloth maps (VERTEX_SCALES); since 1.5
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -321,6 +325,15 @@ class Body:
         if len(w) != len(FIELD_WEIGHT_KINDS) or not all(math.isfinite(c) and abs(c) <= 1e3 for c in w):
             raise SceneError(f"{o}: field_weights must be {len(FIELD_WEIGHT_KINDS)} finite numbers in [-1000, 1000] "
                              f"({', '.join(FIELD_WEIGHT_KINDS)})", o, "field_weights")
+        vs = self.vertex_scales
+        if vs is not None:
+            if not (isinstance(vs, np.ndarray) and vs.shape == (n, len(VERTEX_SCALES)) and vs.dtype == np.float64):
+                raise SceneError(f"{o}: vertex_scales must be a float64 array of shape ({n}, {len(VERTEX_SCALES)})",
+                                 o, "vertex_scales")
+            if not np.isfinite(vs).all() or (vs[:, :2] < 0).any() or (vs[:, 2] <= 0).any() or (vs[:, :3] > 1e6).any() \
+                    or (vs[:, 3] < 0.05).any() or (vs[:, 3] > 20).any():
+                raise SceneError(f"{o}: vertex_scales must be finite, stiffness scales in [0, 1e6], mass scales in (0, 1e6] and "
+                                 "rest-size scales in [0.05, 20]", o, "vertex_scales")
         ps = self.pressure_samples
         if ps is not None:
             if not (isinstance(ps, np.ndarray) and ps.shape == (n_frames,) and ps.dtype == np.float64):
@@ -331,6 +344,11 @@ class Body:
                 raise SceneError(f"{o}: pressure_samples must be finite and in {rng.describe()}", o, "pressure_samples")
         self.material.validate(o)
 
+
+VERTEX_SCALES = ("stretch", "bending", "mass", "shrink")
+"""Columns of ``Body.vertex_scales`` (cloth, from vertex groups): multipliers of the membrane's Young's
+modulus, of the bending stiffness, of the lumped mass, and of the rest size (0.8: the cloth wants to be
+20% smaller, sewing-pattern style shrinking; 1.1: it grows)."""
 
 FIELD_WEIGHT_KINDS = ("wind", "force", "vortex", "turbulence")
 """Order of ``Body.field_weights``: Blender's Field Weights of the cloth (All times the kind's weight)."""

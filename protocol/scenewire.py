@@ -69,6 +69,7 @@ BODY_ARRAYS = {
     "pin_targets": ("<f4", True),
     "animation": ("<f4", True),
     "pressure_samples": ("<f8", True),
+    "vertex_scales": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
 
@@ -134,12 +135,13 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
         d = {}
         for f in dataclasses.fields(Body):
             v = getattr(b, f.name)
-            if old and f.name == "pressure_samples" and v is not None and b.role == "cloth":
+            if old and f.name in ("pressure_samples", "vertex_scales") and v is not None and b.role == "cloth":
+                what = "keyframed pressure" if f.name == "pressure_samples" else "vertex-group maps"
                 raise ProtocolError(
-                    f"{b.name}: the server speaks protocol {version_str(peer)}, which predates keyframed "
-                    f"pressure (added in {version_str(FORCE_FIELDS_SINCE)}); remove the Pressure keys or update "
-                    "the server", f"scene.bodies.{b.name}.pressure_samples")
-            if old and f.name in ("field_weights", "pressure_samples"):
+                    f"{b.name}: the server speaks protocol {version_str(peer)}, which predates {what} (added in "
+                    f"{version_str(FORCE_FIELDS_SINCE)}); remove them or update the server",
+                    f"scene.bodies.{b.name}.{f.name}")
+            if old and f.name in ("field_weights", "pressure_samples", "vertex_scales"):
                 continue
             if f.name in BODY_ARRAYS:
                 dt, _ = BODY_ARRAYS[f.name]

@@ -170,17 +170,23 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         elif body.role == "cloth":
             check_triangles(body.name, V, tris)
             nodes = V
+            vsc = getattr(body, "vertex_scales", None)
+            tsc = np.ones((len(tris), 4)) if vsc is None else vsc[tris].mean(axis=1)   # per-triangle map values
             Dm_inv, area = membrane.rest_shape(V, tris)
+            Dm_inv = Dm_inv / tsc[:, 3, None, None]          # rest size scaled (shrink < 1, grow > 1)
+            area = area * tsc[:, 3] ** 2
             mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
             lam = 2.0 * mu * lam / (lam + 2.0 * mu)   # plane stress (a thin sheet): E nu / (1 - nu^2)
             k = len(tris)
-            tri_l.append((tris + off, Dm_inv, area, np.full(k, mu), np.full(k, lam), np.full(k, mat.thickness)))
+            tri_l.append((tris + off, Dm_inv, area, mu * tsc[:, 0], lam * tsc[:, 0], np.full(k, mat.thickness)))
             sh = shell_bending.shell_stencils(tris)
             if len(sh):
-                K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness)
+                K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness * tsc[:, 1])
                 hinge_l.append((sh + off, K, shell_bending.rest_thetas(V, sh)))
             m = np.zeros(len(V))
             np.add.at(m, tris.ravel(), np.repeat(mat.density * mat.thickness * triangle_areas(V, tris) / 3.0, 3))
+            if vsc is not None:
+                m *= vsc[:, 2]
             o = np.full(len(V), 0.5 * mat.thickness)
             faces.append(tris + off)
         elif body.role == "rod":

@@ -177,3 +177,40 @@ def test_fast_solver_refuses_air_drag_naming_the_object(blender, server, tmp_pat
     session.start()
     assert session.run(stall_timeout=60) != bs.DONE
     assert "sheet" in session.error and "needs the Accurate solver" in session.error
+
+
+def test_vertex_group_maps_are_exported_and_shrink_shrinks(blender, server, tmp_path):
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 13
+    sheet = hanging_sheet("sheet", 0.0)
+    right = [i for i in range((N + 1) ** 2) if i % (N + 1) > N // 2]
+    sheet.vertex_groups.new(name="stiff").add(right, 0.5, "REPLACE")
+    sheet.vertex_groups.new(name="hem").add(list(range(N * (N + 1), (N + 1) ** 2)), 1.0, "REPLACE")
+    c = sheet.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 200.0, 1e-3, 1e5, 1e-6
+    c.stiffness_group, c.stiffness_group_factor = "stiff", 10.0
+    c.mass_group, c.mass_group_factor = "hem", 3.0
+    c.shrink = 0.2                                   # no Shrink Group: everywhere
+    s = scene.clearance
+    s.backend, s.solver_quality = "ipc", "ACCURATE"
+    s.use_scene_gravity, s.gravity = False, (0.0, 0.0, 0.0)
+    s.server_address = server.address
+    s.cache_folder = str(tmp_path / "cache")
+    addon("preferences").get().timeout = 60.0
+    ex = addon("export").export_scene(bpy.context)
+    vs = ex.scene.bodies[0].vertex_scales
+    expect_stiff = np.ones((N + 1) ** 2)
+    expect_stiff[right] = 1.0 + 0.5 * 9.0
+    np.testing.assert_allclose(vs[:, 0], expect_stiff, atol=1e-6)
+    assert np.allclose(vs[:, 1], 1.0) and np.allclose(vs[N * (N + 1):, 2], 3.0) and np.allclose(vs[:N * (N + 1), 2], 1.0)
+    assert np.allclose(vs[:, 3], 0.8)
+    assert sheet.modifiers.get("Clearance Pin Weights (temporary)") is None      # the probe is gone again
+    bs = addon("bake_session")
+    session = bs.BakeSession(scene, ex, addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
+    session.start()
+    assert session.run(stall_timeout=120) == bs.DONE, session.error
+    p0, p1 = world_positions(sheet, 1), world_positions(sheet, 13)
+    ratio = np.ptp(p1[:, 0]) / np.ptp(p0[:, 0])
+    print(f"\nshrink 0.2 everywhere: width {ratio:.4f} of the original")
+    assert abs(ratio - 0.8) < 0.005

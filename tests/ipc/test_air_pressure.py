@@ -271,6 +271,62 @@ def test_keyed_pressure_is_followed_frame_by_frame():
     assert abs(grow[-1] / (20.0 * per_pa) - 1.0) < 0.10
 
 
+def _hanging(scales=None, quads=4, quality="accurate"):
+    """A 0.5 m sheet hanging from its pinned top row in gravity, 2 s at 24 fps with air drag to settle it;
+    returns the final positions and the sheet's vertex count per row."""
+    V, T, _ = grid_sheet((0.5, 0.5), (quads, quads), center=(0.0, 0.0, 0.0))
+    V = V[:, [0, 2, 1]] + [0.0, 0.0, 1.0]
+    T = np.ascontiguousarray(T[:, ::-1], np.int32)
+    top = np.nonzero(V[:, 2] > 1.0 + 0.25 - 1e-9)[0].astype(np.int32)
+    body = Body("sheet", "cloth", V, T, pin_indices=top, vertex_scales=scales,
+                material=Material(density=200.0, thickness=1e-3, youngs_modulus=2e4, bending_stiffness=1e-6,
+                                  air_drag=0.0 if quality == "fast" else 2.0, damping=0.0))
+    b = MeshBackend(_scene([body], frames=49, solver_quality=quality))
+    for _ in range(48):
+        b.advance()
+    return V, b.stepper.x[:len(V)]
+
+
+def _height(x):
+    return float(x[:, 2].max() - x[:, 2].min())
+
+
+def test_vertex_maps_scale_stretch_stiffness_and_mass():
+    """A soft sheet (E t = 20 N/m) hanging under its own weight stretches ~2% (w L / (2 E t)): ten times
+    the stiffness stretches it about a tenth as far, twice the mass about twice as far."""
+    V, x1 = _hanging()
+    n = len(V)
+    stiff = np.ones((n, 4))
+    stiff[:, 0] = 10.0
+    heavy = np.ones((n, 4))
+    heavy[:, 2] = 2.0
+    L = _height(V)
+    s1 = _height(x1) - L
+    s10 = _height(_hanging(stiff)[1]) - L
+    s2 = _height(_hanging(heavy)[1]) - L
+    print(f"stretch of the hanging sheet: {s1 * 1000:.2f} mm, x10 stiffness {s10 * 1000:.2f} mm "
+          f"(ratio {s1 / s10:.2f}), x2 mass {s2 * 1000:.2f} mm (ratio {s2 / s1:.2f})")
+    assert s1 > 0.004 and 8.5 < s1 / s10 < 11.5 and 1.85 < s2 / s1 < 2.15
+
+
+def test_shrink_map_makes_a_free_sheet_smaller_and_fast_refuses_maps():
+    """Rest size 0.8 everywhere, no gravity: the sheet settles at 0.8 of its size (StVK's rest state)."""
+    V, T, _ = grid_sheet((0.5, 0.5), (4, 4), center=(0.0, 0.0, 0.0))
+    sc = np.ones((len(V), 4))
+    sc[:, 3] = 0.8
+    body = Body("sheet", "cloth", V, np.ascontiguousarray(T, np.int32), vertex_scales=sc,
+                material=Material(density=200.0, thickness=1e-3, youngs_modulus=1e5, bending_stiffness=1e-6))
+    b = MeshBackend(_scene([body], frames=25, gravity=(0.0, 0.0, 0.0)))
+    for _ in range(24):
+        b.advance()
+    ratio = np.ptp(b.stepper.x[:len(V), 0]) / np.ptp(V[:, 0])
+    print(f"shrunk to {ratio:.4f} of its width (asked 0.8)")
+    assert abs(ratio - 0.8) < 0.005
+    with pytest.raises(SceneError) as e:
+        MeshBackend(_scene([body], frames=3, solver_quality="fast"))
+    assert e.value.obj == "sheet" and e.value.field == "vertex_scales" and "need the Accurate solver" in str(e.value)
+
+
 def test_pressure_on_an_open_cloth_is_refused_by_name():
     with pytest.raises(SceneError) as e:
         MeshBackend(_scene([_sheet(pressure=10.0)], frames=3))

@@ -118,3 +118,20 @@ def test_keyed_pressure_travels_and_a_1_4_server_refuses_it():
     with pytest.raises(SceneError) as e:
         Scene(s.settings, (dataclasses.replace(ball, pressure_samples=np.array([0.0, np.inf, 1.0])),)).validate()
     assert e.value.field == "pressure_samples"
+
+
+def test_vertex_maps_travel_and_a_1_4_server_refuses_them():
+    vs = np.ones((4, 4))
+    vs[:, 3] = 0.9
+    sheet = dataclasses.replace(_scene(0.0).bodies[0], vertex_scales=vs)
+    s = Scene(_scene().settings, (sheet,))
+    s.validate()
+    np.testing.assert_array_equal(scene_from_wire(scene_to_wire(s)).bodies[0].vertex_scales, vs)
+    with pytest.raises(ProtocolError) as e:
+        scene_to_wire(s, (1, 4))
+    assert e.value.field.endswith("vertex_scales")
+    bad = vs.copy()
+    bad[0, 2] = 0.0                                   # a massless vertex
+    with pytest.raises(SceneError) as e:
+        Scene(s.settings, (dataclasses.replace(sheet, vertex_scales=bad),)).validate()
+    assert e.value.field == "vertex_scales"
