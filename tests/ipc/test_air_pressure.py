@@ -163,16 +163,17 @@ def test_turbulence_is_a_smooth_pattern_of_the_asked_speed_that_moves_cloth():
     assert np.ptp(z) > 0.02
 
 
-def test_sheet_falling_flat_reaches_the_drag_laws_terminal_speed():
-    """Linear normal drag k (Pa s/m) on a sheet of areal density rho_A: v_t = rho_A g / k."""
+@pytest.mark.parametrize("integrator", ["implicit_euler", "bdf2"])
+def test_sheet_falling_flat_reaches_the_drag_laws_terminal_speed(integrator):
+    """Linear normal drag k (Pa s/m) on a sheet of areal density rho_A: v_t = rho_A g / k (both integrators)."""
     k = 1.0
-    sc = _scene([_sheet(air_drag=k, z=5.0)], frames=49)   # 2 s = 10 time constants rho_A / k
+    sc = _scene([_sheet(air_drag=k, z=5.0)], frames=49, integrator=integrator)   # 2 s = 10 time constants
     b = MeshBackend(sc)
     for _ in range(48):
         b.advance()
     v = _mean_velocity(b, sc)
     vt = 200.0 * 1e-3 * 9.81 / k
-    print(f"terminal speed {-v[2]:.4f} m/s, drag law {vt:.4f} m/s")
+    print(f"{integrator}: terminal speed {-v[2]:.4f} m/s, drag law {vt:.4f} m/s")
     assert abs(-v[2] / vt - 1.0) < 0.01 and np.abs(v[:2]).max() < 1e-3 * vt
 
 
