@@ -221,7 +221,7 @@ def material_of(obj: bpy.types.Object) -> Material:
                     bending_stiffness=c.bending_stiffness, damping=c.damping, mpm_material=c.mpm_material,
                     friction_angle=c.friction_angle, particle_spacing=c.particle_spacing,
                     viscosity=c.viscosity, yield_stress=c.yield_stress, grain_size=c.grain_size,
-                    element=c.element, air_drag=c.air_drag, pressure=c.pressure)
+                    element=c.element, air_drag=c.air_drag, pressure=c.pressure, sewing=c.sewing)
 
 
 FIELD_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex", "TURBULENCE": "turbulence"}

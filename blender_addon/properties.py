@@ -147,6 +147,11 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
                                         "Accurate solver only")
+    sewing: FloatProperty(name="Sewing (N/m)", default=0.0, min=0.0, soft_max=1000.0, precision=2,
+                          description="Cloth: the mesh's loose edges (edges of no face) are seams; each pulls its two "
+                                      "vertices together with this stiffness in N/m until the panels meet (they then "
+                                      "hold at the contact gap, never crossing). 0: loose edges are ignored. "
+                                      "Accurate solver only")
     stiffness_group: StringProperty(name="Stiffness Group",
                                     description="Cloth: vertex group scaling the stretch stiffness (Young's "
                                                 "modulus) from 1x at weight 0 to Stiffness Factor at weight 1")

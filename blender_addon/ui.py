@@ -12,7 +12,7 @@ from . import preferences, server_process, solver_launch
 MATERIAL_FIELDS = {
     "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping"),
     "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping",
-              "air_drag", "pressure"),
+              "air_drag", "pressure", "sewing"),
     "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
     "STIFF": ("density", "youngs_modulus", "friction"),
     "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),

@@ -65,6 +65,8 @@ ELEMENT_OF_OLD_SCENES = "linear"
 AIR_DRAG_OF_OLD_SCENES = 0.0
 """What a material without ``air_drag`` means: before protocol 1.5 cloth felt no air."""
 PRESSURE_OF_OLD_SCENES = 0.0
+SEWING_OF_OLD_SCENES = 0.0
+"""What a material without ``sewing`` means: before protocol 1.5 loose edges of a cloth were ignored."""
 """What a material without ``pressure`` means: before protocol 1.5 no cloth was inflated."""
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 """Force field kinds (``ForceField.kind``, Blender's field types of the same names). ``wind``: air moving
@@ -153,6 +155,7 @@ MATERIAL_RANGES = {
     "grain_size": Range(0.0, 1.0, unit="m", hint="sand grains are 0.06-2 mm; 0 switches mu(I) off"),
     "air_drag": Range(0.0, 1e4, unit="Pa·s/m", hint="force per area per m/s of normal air speed; ~1 for cloth in air"),
     "pressure": Range(-1e7, 1e7, unit="Pa", hint="inside minus outside; a party balloon is ~1e3"),
+    "sewing": Range(0.0, 1e9, unit="N/m", hint="stiffness of each seam edge's zero-length spring; 0: no sewing"),
 }
 """Accepted material values: physical bounds (density, moduli > 0, Poisson < 0.5, angles < 90°)
 and far beyond anything an artist needs at the top (a 1e30 Pa modulus ran 'done' with no
@@ -202,6 +205,7 @@ class Material:
     element: str = "linear"            # solid tets, one of ELEMENTS (since protocol 1.3; absent: linear)
     air_drag: float = 0.0              # Pa*s/m, cloth: normal air drag per area per m/s (since 1.5; absent: 0)
     pressure: float = 0.0              # Pa, closed cloth: inside minus outside pressure (since 1.5; absent: 0)
+    sewing: float = 0.0                # N/m, cloth: stiffness of the seams (loose edges) pulling to zero length
 
     def validate(self, obj: str) -> None:
         """Refuse NaN, infinity and values outside :data:`MATERIAL_RANGES` (SceneError naming

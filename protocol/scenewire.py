@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError
-from .scene import (AIR_DRAG_OF_OLD_SCENES, PRESSURE_OF_OLD_SCENES, ForceField, ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, INTEGRATOR_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
+from .scene import (AIR_DRAG_OF_OLD_SCENES, PRESSURE_OF_OLD_SCENES, SEWING_OF_OLD_SCENES, ForceField, ELEMENT_OF_OLD_SCENES, GRAIN_SIZE_OF_OLD_SCENES, INTEGRATOR_OF_OLD_SCENES, MPM_DOMAIN_OF_OLD_SCENES, SOLVER_QUALITY_OF_OLD_SCENES, Body,
                     Material, Scene, Settings)
 from .version import PROTOCOL_VERSION, version_str
 
@@ -43,14 +43,16 @@ when the scene's backend does not use it (its value cannot change that peer's re
 MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES),
                   "element": ((1, 3), ELEMENT_OF_OLD_SCENES),
                   "air_drag": ((1, 5), AIR_DRAG_OF_OLD_SCENES),
-                  "pressure": ((1, 5), PRESSURE_OF_OLD_SCENES)}
+                  "pressure": ((1, 5), PRESSURE_OF_OLD_SCENES),
+                  "sewing": ((1, 5), SEWING_OF_OLD_SCENES)}
 """Material fields added by a minor version, as SETTINGS_SINCE. Each is read by some bodies only
 (:data:`MATERIAL_USED_BY`): for other bodies it is left out for an older peer whatever its value."""
 
 MATERIAL_USED_BY = {"grain_size": lambda b: b.role == "granular" and b.material.mpm_material == "sand",
                     "element": lambda b: b.role == "solid",
                     "air_drag": lambda b: b.role == "cloth",
-                    "pressure": lambda b: b.role == "cloth"}
+                    "pressure": lambda b: b.role == "cloth",
+                    "sewing": lambda b: b.role == "cloth"}
 """Material field -> which bodies read it (a predicate on the Body)."""
 
 FORCE_FIELDS_SINCE = (1, 5)

@@ -280,6 +280,9 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         if b.role == "cloth" and (getattr(m, "pressure", 0.0) != 0.0 or (keyed is not None and np.any(keyed))):
             raise SceneError(f"{b.name}: Pressure ({m.pressure:g} Pa) needs the Accurate solver; set Solver to "
                              "Accurate, or the object's Pressure to 0 for the Fast solver", b.name, "pressure")
+        if b.role == "cloth" and getattr(m, "sewing", 0.0) > 0.0:
+            raise SceneError(f"{b.name}: Sewing needs the Accurate solver; set Solver to Accurate, or the object's "
+                             "Sewing to 0 for the Fast solver", b.name, "sewing")
         if b.role == "cloth" and getattr(b, "vertex_scales", None) is not None:
             raise SceneError(f"{b.name}: vertex-group maps (stiffness, bending, mass, shrink) need the Accurate solver; "
                              "set Solver to Accurate, or clear the object's map groups and Shrink for the Fast solver",

@@ -8,6 +8,7 @@ end time), the step adds
   air drag      sum_t h c_t / 2 (n_t . (xbar_t - xhatbar_t - h u_t))^2         c_t = k_t A_t (energies/air.py)
   Force fields  -h^2 sum_i m_i a_i . x_i  +  h / 2 sum_i m_i r_i |x_i - x_hat_i|^2   (a_i m/s^2, r_i flow 1/s)
   pressure      h^2 (-sum_t p_t V_t(x))
+  sewing        h^2 sum_s k_s / 2 |x_a - x_b|^2                       (energies/seam.py)
 
 all convex quadratics except pressure (its element Hessians are PSD-projected). Units: J, N, N/m.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver_server.energies import air, pressure
+from solver_server.energies import air, pressure, seam
 from solver_server.energies.fem_common import hessian_pattern
 
 
@@ -30,6 +31,7 @@ class ExternalForces:
         sp = self.spec
         self._air_rc = hessian_pattern(sp.air_tris) if len(sp.air_tris) else None
         self._p_rc = hessian_pattern(sp.pressure_tris) if len(sp.pressure_tris) else None
+        self._s_rc = hessian_pattern(sp.seams) if len(sp.seams) else None
 
     def for_step(self, x_n: np.ndarray, x_hat: np.ndarray, h: float, frame_end: float) -> "StepExternal":
         """The terms of the step from x^n (vertex rows (N, 3)) ending at fractional frame ``frame_end``."""
@@ -55,6 +57,7 @@ class StepExternal:
             self.force = (h * h) * ef.mass[:, None] * acc      # N * s^2: the linear term's coefficient
             self.flow_c = h * ef.mass * rate                    # kg: h m_i r_i
         self.has_pressure = len(sp.pressure_tris) > 0
+        self.has_seams = len(sp.seams) > 0
         self.p = sp.pressure_at(frame_index) if self.has_pressure else None   # Pa per triangle (keyed: this step's)
 
     def energy(self, x: np.ndarray) -> float:
@@ -67,6 +70,8 @@ class StepExternal:
             e += -float((self.force * x).sum()) + 0.5 * float((self.flow_c[:, None] * d * d).sum())
         if self.has_pressure:
             e += self.h * self.h * pressure.pressure_energy(x, sp.pressure_tris, self.p)
+        if self.has_seams:
+            e += self.h * self.h * seam.seam_energy(x, sp.seams, sp.seam_k)
         return e
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
@@ -79,6 +84,8 @@ class StepExternal:
             g += (-self.force + self.flow_c[:, None] * (x - self.x_hat)).ravel()
         if self.has_pressure:
             g += self.h * self.h * pressure.pressure_gradient(x, sp.pressure_tris, self.p, self.n)
+        if self.has_seams:
+            g += self.h * self.h * seam.seam_gradient(x, sp.seams, sp.seam_k, self.n)
         return g
 
     def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
@@ -99,6 +106,10 @@ class StepExternal:
             cols.append(self.ef._p_rc[1])
             vals.append(self.h * self.h * pressure.pressure_hessian_elems(x, sp.pressure_tris, self.p,
                                                                          project).reshape(-1))
+        if self.has_seams:
+            rows.append(self.ef._s_rc[0])
+            cols.append(self.ef._s_rc[1])
+            vals.append(self.h * self.h * seam.seam_hessian_elems(sp.seam_k).reshape(-1))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

@@ -119,11 +119,13 @@ class ExternalSpec:
     pressure_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # outward-oriented
     pressure: np.ndarray = field(default_factory=lambda: np.zeros(0))                   # Pa per triangle
     pressure_body: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))     # index into pressure_keys
+    seams: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int32))          # sewing springs
+    seam_k: np.ndarray = field(default_factory=lambda: np.zeros(0))                     # N/m per seam
     pressure_keys: tuple = ()   # per pressurised body: (F,) Pa per frame (keyed Pressure) or None (constant)
 
     @property
     def active(self) -> bool:
-        return bool(len(self.pressure_tris) or len(self.air_tris) or (self.fields and self.vertex_weight.any()))
+        return bool(len(self.pressure_tris) or len(self.air_tris) or len(self.seams) or (self.fields and self.vertex_weight.any()))
 
     def pressure_at(self, frame_index: float) -> np.ndarray:
         """(T,) Pa: each pressure triangle's pressure at fractional frame index ``frame_index`` (keyed
@@ -179,10 +181,11 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
     """The ExternalSpec of a scene whose bodies were laid out as ``blocks`` (model/system.py), or None when
     nothing acts. Raises SceneError for pressure on an open cloth."""
     from solver_server.energies.pressure import enclosed_volume
+    from solver_server.energies.seam import loose_edges
     bodies = {b.name: b for b in scene.bodies}
     fields = tuple(getattr(scene, "force_fields", ()))
     kinds = {f.kind for f in fields}
-    at, ak, aw, pt, pp, pb, pk = [], [], [], [], [], [], []
+    at, ak, aw, pt, pp, pb, pk, se, sk = [], [], [], [], [], [], [], [], []
     vw = np.zeros((x0.shape[0], len(FIELD_WEIGHT_KINDS)))
     for blk in blocks:
         b = bodies[blk.name]
@@ -192,6 +195,14 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
         if blk.role != "cloth":
             continue
         tris = b.triangles.astype(np.int32) + blk.offset
+        sew = float(getattr(b.material, "sewing", 0.0))
+        if sew > 0.0:
+            seams = loose_edges(b.edges, b.triangles)
+            if not len(seams):
+                raise SceneError(f"{b.name}: Sewing is on but the mesh has no loose edges; connect the panels' seam "
+                                 "vertices with edges that belong to no face (or set Sewing to 0)", b.name, "sewing")
+            se.append(seams + blk.offset)
+            sk.append(np.full(len(seams), sew))
         k = float(b.material.air_drag)
         if k > 0.0:
             at.append(tris)
@@ -217,6 +228,9 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
         spec.air_tris = np.ascontiguousarray(np.concatenate(at), np.int32)
         spec.air_k = np.concatenate(ak)
         spec.air_weight = np.concatenate(aw)
+    if se:
+        spec.seams = np.ascontiguousarray(np.concatenate(se), np.int32)
+        spec.seam_k = np.concatenate(sk)
     if pt:
         spec.pressure_tris = np.ascontiguousarray(np.concatenate(pt), np.int32)
         spec.pressure = np.concatenate(pp)

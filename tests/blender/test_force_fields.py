@@ -214,3 +214,43 @@ def test_vertex_group_maps_are_exported_and_shrink_shrinks(blender, server, tmp_
     ratio = np.ptp(p1[:, 0]) / np.ptp(p0[:, 0])
     print(f"\nshrink 0.2 everywhere: width {ratio:.4f} of the original")
     assert abs(ratio - 0.8) < 0.005
+
+
+def test_sewing_closes_a_seam_of_loose_edges(blender, server, tmp_path):
+    """Two panels of one mesh joined by loose edges (Blender's sewing convention) close to the contact gap."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 25
+    t = np.linspace(0.0, 0.3, 5)
+    xs, ys = np.meshgrid(t, t, indexing="xy")
+    panel = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], axis=1)
+    verts = np.concatenate([panel - (0.35, 0, 0), panel + (0.05, 0, 0)])     # facing edges 10 cm apart
+    i, j = np.meshgrid(np.arange(4), np.arange(4), indexing="xy")
+    a = (j * 5 + i).ravel()
+    quads = np.stack([a, a + 1, a + 6, a + 5], axis=1)
+    faces = np.concatenate([quads, quads + 25])
+    seams = [(5 * r + 4, 25 + 5 * r) for r in range(5)]                       # right edge of one, left of the other
+    me = bpy.data.meshes.new("garment")
+    me.from_pydata([tuple(v) for v in verts], seams, [tuple(f) for f in faces])
+    me.update()
+    ob = bpy.data.objects.new("garment", me)
+    scene.collection.objects.link(ob)
+    c = ob.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 200.0, 1e-3, 1e5, 1e-5
+    c.sewing, c.air_drag = 20.0, 1.0
+    s = scene.clearance
+    s.backend, s.solver_quality = "ipc", "ACCURATE"
+    s.use_scene_gravity, s.gravity = False, (0.0, 0.0, 0.0)
+    s.server_address = server.address
+    s.cache_folder = str(tmp_path / "cache")
+    addon("preferences").get().timeout = 60.0
+    ex = addon("export").export_scene(bpy.context)
+    assert ex.scene.bodies[0].material.sewing == 20.0 and len(ex.scene.bodies[0].edges) > 5
+    bs = addon("bake_session")
+    session = bs.BakeSession(scene, ex, addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
+    session.start()
+    assert session.run(stall_timeout=120) == bs.DONE, session.error
+    p = world_positions(ob, 25)
+    gap = max(float(np.linalg.norm(p[u] - p[v])) for u, v in seams)
+    print(f"\nseam gap after 1 s: {gap * 1000:.2f} mm (10 cm at the start)")
+    assert gap < 2.5e-3 and all(p[u, 0] < p[v, 0] for u, v in seams)

@@ -135,3 +135,11 @@ def test_vertex_maps_travel_and_a_1_4_server_refuses_them():
     with pytest.raises(SceneError) as e:
         Scene(s.settings, (dataclasses.replace(sheet, vertex_scales=bad),)).validate()
     assert e.value.field == "vertex_scales"
+
+
+def test_sewing_travels_and_a_1_4_server_refuses_it():
+    sewn = Scene(_scene().settings, (dataclasses.replace(_scene(0.0).bodies[0], material=Material(sewing=12.0)),))
+    assert scene_from_wire(scene_to_wire(sewn)).bodies[0].material.sewing == 12.0
+    with pytest.raises(ProtocolError) as e:
+        scene_to_wire(sewn, (1, 4))
+    assert e.value.field.endswith("material.sewing")
