@@ -74,8 +74,10 @@ JobEvent = Callable[[Job, tuple], None]
 def scene_nbytes(scene: Scene) -> int:
     """Bytes of a scene's arrays (vertices, triangles, animation ...): what a job holds in the
     server's memory while it waits or runs."""
-    from protocol.scenewire import BODY_ARRAYS
-    return sum(int(getattr(getattr(b, name, None), "nbytes", 0) or 0) for b in scene.bodies for name in BODY_ARRAYS)
+    from protocol.scenewire import BODY_ARRAYS, FIELD_ARRAYS
+    fields = getattr(scene, "force_fields", ())
+    return (sum(int(getattr(getattr(b, name, None), "nbytes", 0) or 0) for b in scene.bodies for name in BODY_ARRAYS)
+            + sum(int(getattr(getattr(f, name, None), "nbytes", 0) or 0) for f in fields for name in FIELD_ARRAYS))
 
 
 class _Exiting:
