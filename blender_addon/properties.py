@@ -142,16 +142,16 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                         "falling flat feels it, edge-on hardly). A sheet of areal density rho_A "
                                         "falls at most rho_A g / Air Drag m/s; about 1 behaves like cloth in air. "
                                         "Wind and Vortex fields act on cloth through it (0: the wind has no effect). "
-                                        "Accurate solver only")
+                                        "Converged solver only")
     pressure: FloatProperty(name="Pressure (Pa)", default=0.0, soft_min=-1e4, soft_max=1e4, precision=1,
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
-                                        "Accurate solver only")
+                                        "Converged solver only")
     sewing: FloatProperty(name="Sewing (N/m)", default=0.0, min=0.0, soft_max=1000.0, precision=2,
                           description="Cloth: the mesh's loose edges (edges of no face) are seams; each pulls its two "
                                       "vertices together with this stiffness in N/m until the panels meet (they then "
                                       "hold at the contact gap, never crossing). 0: loose edges are ignored. "
-                                      "Accurate solver only")
+                                      "Converged solver only")
     stiffness_group: StringProperty(name="Stiffness Group",
                                     description="Cloth: vertex group scaling the stretch stiffness (Young's "
                                                 "modulus) from 1x at weight 0 to Stiffness Factor at weight 1")
@@ -223,7 +223,7 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
                                       "Converged) or raise Substeps")
     use_force_fields: BoolProperty(name="Force Fields", default=True,
                                    description="Send the scene's Wind, Force, Vortex and Turbulence field objects to the solver "
-                                               "(Accurate solver only; strength, flow and transform follow their "
+                                               "(Converged solver only; strength, flow and transform follow their "
                                                "keyframes). Other field types are ignored")
     solver_quality: EnumProperty(name="Solver Quality", items=SOLVER_QUALITY_ITEMS, default="ACCURATE",
                                  description="How the IPC solver works each step. Both never let surfaces "

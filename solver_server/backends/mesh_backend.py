@@ -62,6 +62,9 @@ class MeshBackend(Backend):
                                        damping=vertex_damping(self.system, scene),
                                        external=ExternalForces(self.system) if self.system.external is not None else None)
         self.guard = EnergyGuard(self.system, st.gravity, ct)
+        # force fields, pressure and seams put energy in that the guard's total does not count (air drag alone
+        # only takes it out): their steps are steps with external work
+        self.external_work = self.system.external is not None and self.system.external.does_work
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -117,7 +120,7 @@ class MeshBackend(Backend):
             else:
                 s = self.stepper.step(self.frame + (k + 1) / n_steps)
             moved = bool(len(bc)) and not np.array_equal(self.stepper.x[bc], bc_start)
-            if self.guard.after_step(self.stepper.x, self.stepper.v, external_work=moved):
+            if self.guard.after_step(self.stepper.x, self.stepper.v, external_work=moved or self.external_work):
                 self.stepper.history.reset()   # BDF-2 restarts from the corrected state
             its += s.newton_iterations
             contacts = max(contacts, s.contacts)
@@ -267,30 +270,33 @@ def _refuse_damping_in_fast(scene: Scene) -> None:
 
 
 def _refuse_air_in_fast(scene: Scene) -> None:
-    """The Fast (block-descent) solver has no air drag, force fields or pressure (integrators/external.py) and
-    does not take cloth vertex-group maps (a global shrink measured 0.83 for 0.8 after 48 frames): name the
-    first object that asks for one."""
+    """The Preview (block-descent, "fast") solver has no air drag, force fields, pressure or sewing
+    (integrators/external.py) and does not take cloth vertex-group maps (a global shrink measured 0.83 for 0.8
+    after 48 frames): name the first object that asks for one."""
     fields = tuple(getattr(scene, "force_fields", ()))
     for b in scene.bodies:
         m = b.material
         if b.role == "cloth" and getattr(m, "air_drag", 0.0) > 0.0:
-            raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Accurate solver; set Solver to "
-                             "Accurate, or the object's Air Drag to 0 for the Fast solver", b.name, "air_drag")
+            raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Converged solver; set Solver "
+                             "Quality to Converged, or the object's Air Drag to 0 for the Preview solver", b.name,
+                             "air_drag")
         keyed = getattr(b, "pressure_samples", None)
         if b.role == "cloth" and (getattr(m, "pressure", 0.0) != 0.0 or (keyed is not None and np.any(keyed))):
-            raise SceneError(f"{b.name}: Pressure ({m.pressure:g} Pa) needs the Accurate solver; set Solver to "
-                             "Accurate, or the object's Pressure to 0 for the Fast solver", b.name, "pressure")
+            raise SceneError(f"{b.name}: Pressure ({m.pressure:g} Pa) needs the Converged solver; set Solver "
+                             "Quality to Converged, or the object's Pressure to 0 for the Preview solver", b.name,
+                             "pressure")
         if b.role == "cloth" and getattr(m, "sewing", 0.0) > 0.0:
-            raise SceneError(f"{b.name}: Sewing needs the Accurate solver; set Solver to Accurate, or the object's "
-                             "Sewing to 0 for the Fast solver", b.name, "sewing")
+            raise SceneError(f"{b.name}: Sewing needs the Converged solver; set Solver Quality to Converged, or the "
+                             "object's Sewing to 0 for the Preview solver", b.name, "sewing")
         if b.role == "cloth" and getattr(b, "vertex_scales", None) is not None:
-            raise SceneError(f"{b.name}: vertex-group maps (stiffness, bending, mass, shrink) need the Accurate solver; "
-                             "set Solver to Accurate, or clear the object's map groups and Shrink for the Fast solver",
-                             b.name, "vertex_scales")
+            raise SceneError(f"{b.name}: vertex-group maps (stiffness, bending, mass, shrink) need the Converged "
+                             "solver; set Solver Quality to Converged, or clear the object's map groups and Shrink for "
+                             "the Preview solver", b.name, "vertex_scales")
     if fields:
         f = fields[0]
-        raise SceneError(f"{f.name}: force fields need the Accurate solver; set Solver to Accurate, or turn off "
-                         "Force Fields in the Clearance bake settings for the Fast solver", f.name, "force_fields")
+        raise SceneError(f"{f.name}: force fields need the Converged solver; set Solver Quality to Converged, or "
+                         "turn off Force Fields in the Clearance bake settings for the Preview solver", f.name,
+                         "force_fields")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

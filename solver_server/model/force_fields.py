@@ -127,6 +127,12 @@ class ExternalSpec:
     def active(self) -> bool:
         return bool(len(self.pressure_tris) or len(self.air_tris) or len(self.seams) or (self.fields and self.vertex_weight.any()))
 
+    @property
+    def does_work(self) -> bool:
+        """True when these terms can add energy: a force field, a pressure or a seam (air drag in still air
+        only dissipates). The energy guard (integrators/energy_guard.py) lets such steps raise the total."""
+        return bool(len(self.fields) or len(self.pressure_tris) or len(self.seams))
+
     def pressure_at(self, frame_index: float) -> np.ndarray:
         """(T,) Pa: each pressure triangle's pressure at fractional frame index ``frame_index`` (keyed
         pressures linear between frames)."""

@@ -12,7 +12,7 @@ from 0 at frame 1 to STRENGTH at frame 12; the export must follow the keys).
   Clearance sheet of the same mass per vertex: both swing like pendulums, so the mean angle of the last
   two seconds is compared and reported.
 
-A closed cushion with keyed Pressure inflates as membrane theory says; the Fast solver refuses Air Drag by name.
+A closed cushion with keyed Pressure inflates as membrane theory says; the Preview solver refuses Air Drag by name.
 """
 import math
 
@@ -176,7 +176,7 @@ def test_fast_solver_refuses_air_drag_naming_the_object(blender, server, tmp_pat
     session = bs.BakeSession(scene, ex, addon("operators").connect(bpy.context), str(tmp_path / "cache"), "PC2")
     session.start()
     assert session.run(stall_timeout=60) != bs.DONE
-    assert "sheet" in session.error and "needs the Accurate solver" in session.error
+    assert "sheet" in session.error and "needs the Converged solver" in session.error
 
 
 def test_vertex_group_maps_are_exported_and_shrink_shrinks(blender, server, tmp_path):

@@ -2,7 +2,7 @@
 integrators/external.py, model/force_fields.py): finite-difference checks of every gradient and Hessian,
 then physics: a sheet falling flat reaches the terminal speed of the drag law, edge-on it falls freely,
 a Wind field pushes a sheet, a Force field accelerates it, and an inflated sphere settles at
-dR/R = p R (1 - nu) / (2 E t). The Fast solver refuses each of them by name."""
+dR/R = p R (1 - nu) / (2 E t). The Preview (block-descent) solver refuses each of them by name."""
 import dataclasses
 
 import numpy as np
@@ -325,7 +325,7 @@ def test_shrink_map_makes_a_free_sheet_smaller_and_fast_refuses_maps():
     assert abs(ratio - 0.8) < 0.005
     with pytest.raises(SceneError) as e:
         MeshBackend(_scene([body], frames=3, solver_quality="fast"))
-    assert e.value.obj == "sheet" and e.value.field == "vertex_scales" and "need the Accurate solver" in str(e.value)
+    assert e.value.obj == "sheet" and e.value.field == "vertex_scales" and "need the Converged solver" in str(e.value)
 
 
 def _two_panels(gap=0.1, quads=4, size=0.3):
@@ -399,5 +399,5 @@ def test_fast_solver_refuses_air_fields_and_pressure_by_name(what):
     fields = [_field("wind", 1.0, 3)] if what == "field" else []
     with pytest.raises(SceneError) as e:
         MeshBackend(_scene([body], fields, frames=3, solver_quality="fast"))
-    assert "needs the Accurate solver" in str(e.value) or "need the Accurate solver" in str(e.value)
+    assert "needs the Converged solver" in str(e.value) or "need the Converged solver" in str(e.value)
     assert e.value.obj == ("wind_field" if what == "field" else "ball")
