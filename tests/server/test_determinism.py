@@ -59,7 +59,9 @@ def _bake(scene_file, out, threads: int, policy: str, *extra, kill_after=None, t
     env.pop("CLEARANCE_SECRET", None)
     env["PYTHONPATH"] = ROOT
     env["NUMBA_NUM_THREADS"] = str(threads)
-    env["CLEARANCE_TEST_THREADS"] = policy
+    env.pop("CLEARANCE_TEST_THREADS", None)
+    if policy:
+        env["CLEARANCE_TEST_THREADS"] = policy
     env.pop("CLEARANCE_TEST_KILL_AFTER", None)
     if kill_after is not None:
         env["CLEARANCE_TEST_KILL_AFTER"] = str(kill_after)
@@ -115,3 +117,28 @@ def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_pa
     # the bake really moved: not a trivially identical rest state
     frames = np.frombuffer(ref[sorted(ref)[0]][32:], np.float32).reshape(scene.settings.n_frames, -1, 3)
     assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3
+
+
+def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
+    """The same Fast scene through a server job (a spawned child process, frames streamed) and through
+    ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
+    from protocol import Client, Done
+
+    scene = fast_scene()
+    f = tmp_path / "s.clrscene"
+    save_scene(f, scene)
+    r = _bake(f, tmp_path / "cli", 2, "")
+    assert r.returncode == 0, r.stderr
+    srv = server_factory()
+    with Client(srv.address, timeout=10.0) as c:
+        c.connect()
+        job = c.submit(scene, str(tmp_path / "srv"))
+        events = list(c.events(job, timeout=600.0))
+    assert isinstance(events[-1], Done) and events[-1].state == "done", events[-1]
+    s = scene.settings
+    for k in range(s.frame_start, s.frame_end + 1):
+        name = f"frame_{k:05d}.npz"
+        with np.load(tmp_path / "cli" / "frames" / name) as a, np.load(tmp_path / "srv" / "frames" / name) as b:
+            assert sorted(a.files) == sorted(b.files)
+            for key in a.files:
+                assert np.array_equal(a[key], b[key]), (k, key)
