@@ -84,10 +84,43 @@ def _check_same(a: dict, b: dict, what: str) -> None:
             raise AssertionError(f"{what}: {name} differs, by up to {float(np.abs(x - y).max()):.3g} m")
 
 
-PATHS = [("fast", "implicit_euler"), ("fast", "bdf2"), ("accurate", "implicit_euler"), ("accurate", "bdf2")]
+# four real bake processes each: 26-107 s with a warm kernel cache on the loaded 2-core dev machine; the
+# Fast ones (the longest) are slow-marked, test_resume_state_through_the_cache_file_* covers them quickly
+PATHS = [pytest.param("fast", "implicit_euler", id="fast-implicit_euler", marks=pytest.mark.slow),
+         pytest.param("fast", "bdf2", id="fast-bdf2", marks=pytest.mark.slow),
+         pytest.param("accurate", "implicit_euler", id="accurate-implicit_euler"),
+         pytest.param("accurate", "bdf2", id="accurate-bdf2")]
 
 
-@pytest.mark.parametrize("quality,integrator", PATHS, ids=[f"{q}-{i}" for q, i in PATHS])
+@pytest.mark.parametrize("integrator", ["implicit_euler", "bdf2"])
+def test_resume_state_through_the_cache_file_gives_the_same_fast_steps(tmp_path, integrator):
+    """In process, quickly: a Fast backend built afresh from the state file of frame 5 (written and read
+    by the job cache, as a resume does) takes the same steps as the one that wrote it, bit for bit."""
+    import dataclasses
+
+    from solver_server.backends.mesh_backend import MeshBackend
+    from solver_server.runtime.cache import JobCache
+
+    scene = fast_scene()
+    scene = dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, integrator=integrator,
+                                                                    frame_end=9))
+    a = MeshBackend(scene)
+    for _ in range(KILL_AFTER):
+        a.advance()
+    cache = JobCache(str(tmp_path / "c"))
+    cache.create()
+    cache.ensure()
+    cache.write_state(a.frame, a.get_state())
+    b = MeshBackend(scene)
+    b.set_state(cache.read_state(a.frame), a.frame)
+    while a.frame < scene.settings.frame_end:
+        ra, rb = a.advance(), b.advance()
+        for name in ra.positions:
+            assert np.array_equal(ra.positions[name], rb.positions[name]), (ra.frame, name)
+    assert np.array_equal(a.stepper.x, b.stepper.x)
+
+
+@pytest.mark.parametrize("quality,integrator", PATHS)
 def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_path, quality, integrator):
     scene = fast_scene() if quality == "fast" else accurate_scene()
     f = tmp_path / "s.clrscene"
@@ -119,6 +152,7 @@ def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_pa
     assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3
 
 
+@pytest.mark.slow   # a server and a bake process: ~50 s on the loaded dev machine
 def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
     """The same Fast scene through a server job (a spawned child process, frames streamed) and through
     ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
