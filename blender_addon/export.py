@@ -75,6 +75,25 @@ def world_matrix(obj_eval) -> np.ndarray:
     return np.array(obj_eval.matrix_world, dtype=np.float64)
 
 
+def canonical_order(tris: np.ndarray, edges: np.ndarray) -> tuple:
+    """Triangles and edges in an order that depends only on the mesh, not on how Blender listed it:
+    each triangle rotated to start at its smallest vertex index (orientation kept), each edge as
+    (low, high), then both sorted. Blender's face order is not stable: bmesh.ops.create_uvsphere lists
+    the same faces in a different order on every call, and the solver's result depends on the order
+    (contact pairs, summation order), so three demo bakes of one scene script gave three different
+    drapes (issue 23). In canonical order the same mesh exports the same scene, bakes the same bytes
+    and keeps its scene hash (Resume)."""
+    t = np.asarray(tris, np.int32).reshape(-1, 3)
+    if len(t):
+        r = np.argmin(t, axis=1)[:, None]
+        t = np.take_along_axis(t, (r + np.arange(3)) % 3, axis=1)
+        t = t[np.lexsort((t[:, 2], t[:, 1], t[:, 0]))]
+    e = np.sort(np.asarray(edges, np.int32).reshape(-1, 2), axis=1)
+    if len(e):
+        e = e[np.lexsort((e[:, 1], e[:, 0]))]
+    return np.ascontiguousarray(t, np.int32), np.ascontiguousarray(e, np.int32)
+
+
 def read_mesh(obj: bpy.types.Object, depsgraph, with_pins: bool = False) -> MeshArrays:
     """Evaluated mesh of ``obj`` in world space (float64 vertices, int32 triangles and edges)."""
     ob_eval = obj.evaluated_get(depsgraph)
@@ -102,7 +121,8 @@ def read_mesh(obj: bpy.types.Object, depsgraph, with_pins: bool = False) -> Mesh
             if attr in me.attributes:
                 groups[attr] = np.empty(n, dtype=np.float32)
                 me.attributes[attr].data.foreach_get("value", groups[attr])
-        return MeshArrays(np.ascontiguousarray(verts), tris.reshape(-1, 3), edges.reshape(-1, 2), weights, groups)
+        tris, edges = canonical_order(tris.reshape(-1, 3), edges.reshape(-1, 2))
+        return MeshArrays(np.ascontiguousarray(verts), tris, edges, weights, groups)
     finally:
         ob_eval.to_mesh_clear()
 

@@ -186,7 +186,10 @@ class MeshBackend(Backend):
                        f"{', '.join(names)}. Fix: {fix}.")
 
     def get_state(self) -> dict:
-        return {"x": self.stepper.x.copy(), "v": self.stepper.v.copy(), "frame": np.array(self.frame)}
+        # with (x, v): whatever else shapes the next step (BDF-2's previous state; Fast's adaptive start
+        # and contact list), so a resumed bake equals an uninterrupted one bit for bit
+        more = self.stepper.checkpoint() if self.quality == "fast" else self.stepper.history.checkpoint()
+        return {"x": self.stepper.x.copy(), "v": self.stepper.v.copy(), "frame": np.array(self.frame), **more}
 
     def set_state(self, state: dict, frame: int) -> None:
         x = np.asarray(state["x"], np.float64)
@@ -194,8 +197,11 @@ class MeshBackend(Backend):
             raise ValueError(f"state has {x.shape[0]} vertices, the scene has {self.stepper.x.shape[0]}")
         self.stepper.x = x.copy()
         self.stepper.v = np.asarray(state["v"], np.float64).copy()
-        self.stepper.history.reset()   # BDF-2 restarts from the resumed state alone (integrators/bdf2.py)
         self.guard.last = None         # the energy guard restarts from the resumed state (next advance)
+        if self.quality == "fast":
+            self.stepper.restore(state)
+        else:
+            self.stepper.history.restore(state)   # an older state without it: BDF-2 restarts (integrators/bdf2.py)
         self.frame = int(frame)
 
 

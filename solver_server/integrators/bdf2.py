@@ -54,6 +54,21 @@ class History:
         """Forget the previous step (the state was set from outside): the next step starts afresh."""
         self.x_prev = self.v_prev = None
 
+    def checkpoint(self) -> dict:
+        """The previous step's state as arrays for a resume file ({} before the first BDF-2 step)."""
+        if self.x_prev is None:
+            return {}
+        return {"bdf2_x_prev": self.x_prev.copy(), "bdf2_v_prev": self.v_prev.copy()}
+
+    def restore(self, state) -> None:
+        """Take the previous step's state from ``state`` (a checkpoint(), possibly in a larger dict);
+        a state without it (an older resume file) restarts BDF-2 from the resumed state alone."""
+        if "bdf2_x_prev" in state and "bdf2_v_prev" in state:
+            self.x_prev = np.array(state["bdf2_x_prev"], np.float64)
+            self.v_prev = np.array(state["bdf2_v_prev"], np.float64)
+        else:
+            self.reset()
+
     def targets(self, x_n: np.ndarray, v_n: np.ndarray, h: float) -> Tuple[np.ndarray, np.ndarray, float]:
         """(x_hat (n_z, 3) m, v_hat (n_z, 3) m/s, h_e s) of the step from (x_n, v_n) of length h."""
         if self.integrator == "implicit_euler":

@@ -129,3 +129,37 @@ def test_granular_scene_picks_mpm_with_a_domain(blender):
     assert s.backend == "mpm"
     lo, hi = np.array(s.domain_min), np.array(s.domain_max)
     assert (lo < [-0.25, -0.25, 0.75]).all() and (hi > [0.25, 0.25, 1.25]).all()
+
+
+
+def test_the_same_mesh_exports_the_same_triangles_whatever_blenders_face_order(blender):
+    """bmesh.ops.create_uvsphere lists the same faces in a different order from one call (or process) to
+    the next, and the bake depended on it (issue 23: three demo bakes, three drapes). The export sorts
+    triangles and edges, so the same mesh listed in another order exports the same arrays."""
+    import bmesh
+
+    def link(name, me):
+        ob = bpy.data.objects.new(name, me)
+        bpy.context.scene.collection.objects.link(ob)
+        ob.clearance.role = "CLOTH"
+        return ob
+
+    me = bpy.data.meshes.new("a")
+    bm = bmesh.new()
+    bmesh.ops.create_uvsphere(bm, u_segments=24, v_segments=12, radius=0.25)
+    bm.to_mesh(me)
+    bm.free()
+    a = link("a", me)
+    rng = np.random.default_rng(3)
+    faces = [list(p.vertices) for p in me.polygons]
+    faces = [faces[k] for k in rng.permutation(len(faces))]   # the same faces listed in another order
+    other = bpy.data.meshes.new("b")
+    other.from_pydata([tuple(v.co) for v in me.vertices], [], faces)
+    link("b", other)
+    bodies = {bd.name: bd for bd in addon("export").export_scene(bpy.context).scene.bodies}
+    ta, tb = bodies["a"].triangles, bodies["b"].triangles
+    assert np.array_equal(ta, tb) and np.array_equal(bodies["a"].edges, bodies["b"].edges)
+    # the same faces with their orientation: each exported triangle is a rotation of one of Blender's
+    a.data.calc_loop_triangles()
+    loops = {tuple(np.roll(t, -int(np.argmin(t))).tolist()) for t in (np.array(lt.vertices) for lt in a.data.loop_triangles)}
+    assert {tuple(t) for t in ta.tolist()} == loops

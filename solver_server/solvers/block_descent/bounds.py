@@ -281,7 +281,14 @@ class PairCache:
         self.reuses = 0
 
     def _build(self, x: np.ndarray, r: float) -> None:
-        self.r_built = float(r) * (1.0 + 2.0 * MARGIN_FRACTION)
+        self.rebuild(x, float(r) * (1.0 + 2.0 * MARGIN_FRACTION))
+
+    def rebuild(self, x_ref: np.ndarray, r_built: float) -> None:
+        """The list of a broad phase at x_ref with query distance r_built (m). A resumed bake calls it
+        with the checkpointed build point: the list (which pairs beyond the query distance it holds, in
+        which order) then equals the uninterrupted bake's, and so do the detections made from it."""
+        x = np.ascontiguousarray(x_ref, np.float64)
+        self.r_built = float(r_built)
         self.x_ref = x.copy()
         ps = pair_set(find_candidates(x, self.mesh, self.r_built), self.mesh, x)
         s = contact_distances(x, ps.ids, ps.is_ee, ps.off) if len(ps) else np.zeros(0)

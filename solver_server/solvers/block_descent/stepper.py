@@ -142,6 +142,37 @@ class BlockDescentStepper:
             self.carry = ColliderCarry(contact.mesh, self.group, self.n_groups, carriable, KEEP_DHAT * contact.dhat)
         self.carry_passes = 0
 
+    # --- checkpoint -------------------------------------------------------------------------------
+    def checkpoint(self) -> dict:
+        """Everything besides (x, v) that shapes the next step, as arrays for a resume file: the last
+        step's velocities (predicted_positions' adaptive start) and the bodies' (start_rows), BDF-2's
+        previous state, and the contact list's build point (PairCache). A bake resumed from it takes
+        the same steps as the uninterrupted one, bit for bit."""
+        out = self.history.checkpoint()
+        if self.v_prev is not None:
+            out["fast_v_prev"] = self.v_prev.copy()
+        if self.affine.v_prev is not None:
+            out["fast_body_v_prev"] = self.affine.v_prev.copy()
+        if self.pairs is not None and self.pairs.x_ref is not None:
+            out["fast_pairs_x_ref"] = self.pairs.x_ref.copy()
+            out["fast_pairs_r_built"] = np.array(self.pairs.r_built)
+        return out
+
+    def restore(self, state) -> None:
+        """Set what checkpoint() saved from ``state`` (which also holds x, v); a key it lacks (an older
+        resume file) starts that piece afresh, as a first step does."""
+        self.history.restore(state)
+        vp = state.get("fast_v_prev")
+        self.v_prev = None if vp is None else np.array(vp, np.float64)
+        bp = state.get("fast_body_v_prev")
+        self.affine.v_prev = None if bp is None else np.array(bp, np.float64)
+        if self.pairs is not None:
+            xr = state.get("fast_pairs_x_ref")
+            if xr is not None and "fast_pairs_r_built" in state:
+                self.pairs.rebuild(np.asarray(xr, np.float64), float(state["fast_pairs_r_built"]))
+            else:
+                self.pairs.x_ref, self.pairs.ps, self.pairs.r_built = None, None, 0.0
+
     # --- pieces -----------------------------------------------------------------------------------
     def _empty_contact(self, dhat: float, kappa: float) -> tuple:
         z4 = np.zeros((0, 4), np.int32)
