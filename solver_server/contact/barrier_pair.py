@@ -19,6 +19,7 @@ their Hessian is formed in full and projected on the 9-D complement of rigid tra
 Units: positions m, energy m^2 (the caller multiplies by kappa in J/m^2).
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -33,12 +34,50 @@ from .mollifier import mollifier
 _Q4 = np.array([[0.5, 0.5, 0.5], [0.5, -0.5, -0.5], [-0.5, 0.5, -0.5], [-0.5, -0.5, 0.5]])
 
 
+class PairScratch(NamedTuple):
+    """Work arrays of pair_terms (new_scratch: one set per thread). Outputs, read by the callers:
+
+    grad   (12,) float64       the pair's gradient (m, unit stiffness) over its four slots (3 i + a)
+    hess   (12, 12) float64    its Hessian (unit stiffness) restricted to the involved slots:
+                               hess[:3 ns, :3 ns], row 3 u + a for slot slots[u]
+    slots  (4,) int64          the involved slot numbers (0..3), the first ns entries
+
+    Scratch only (their contents are meaningless to callers):
+    grad_c (12,) float64       gradient of the mollifier's argument |ea x eb|^2 (m^3)
+    coef   (4,) float64        closest-point coefficients c
+    dirs   (2, 4) float64      parameter directions dc_j of the closest-feature stencil
+    span   (2, 3) float64      s_j = sum_i dc_j,i x_i (m)
+    diff   (3,) float64        closest-point difference r = sum_i c_i x_i (m)
+    basis  (12, 9) float64     orthonormal basis B of the Hessian's range
+    tmp    (12, 9) float64     products and Gram-Schmidt rows (rows 10, 11: eigen-solver scratch)
+    small  (9, 9) float64      the reduced Hessian K = B^T H B
+    eig_a  (9, 9) float64      eigen-solver work matrix (eigenvalues on the diagonal)
+    eig_v  (9, 9) float64      eigenvectors
+    fmat   (12, 2) float64     F_j = 2 (dc_j (x) r + c (x) s_j) of the parameter derivative
+    """
+
+    grad: np.ndarray
+    grad_c: np.ndarray
+    coef: np.ndarray
+    dirs: np.ndarray
+    span: np.ndarray
+    diff: np.ndarray
+    hess: np.ndarray
+    basis: np.ndarray
+    tmp: np.ndarray
+    small: np.ndarray
+    eig_a: np.ndarray
+    eig_v: np.ndarray
+    slots: np.ndarray
+    fmat: np.ndarray
+
+
 @njit(cache=True, fastmath=False)
 def new_scratch():
-    """Scratch arrays for pair_terms (one set per thread)."""
-    return (np.empty(12), np.empty(12), np.empty(4), np.empty((2, 4)), np.empty((2, 3)), np.empty(3),
-            np.empty((12, 12)), np.empty((12, 9)), np.empty((12, 9)), np.empty((9, 9)), np.empty((9, 9)),
-            np.empty((9, 9)), np.empty(4, dtype=np.int64), np.empty((12, 2)))
+    """Scratch arrays for pair_terms (one set per thread): a PairScratch."""
+    return PairScratch(np.empty(12), np.empty(12), np.empty(4), np.empty((2, 4)), np.empty((2, 3)), np.empty(3),
+                       np.empty((12, 12)), np.empty((12, 9)), np.empty((12, 9)), np.empty((9, 9)), np.empty((9, 9)),
+                       np.empty((9, 9)), np.empty(4, dtype=np.int64), np.empty((12, 2)))
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -70,13 +109,13 @@ def cross_norm2_value(X):
 @njit(cache=True, fastmath=False)
 def pair_energy(X, is_ee, off, epsx, dhat):
     """m b(s) of one pair at slot positions X (12,); 0 when s >= dhat, inf when s <= 0."""
-    d2 = pair_stencil_local(X, is_ee)[5]
+    kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee)
     s = math.sqrt(d2) - off
     if s >= dhat:
         return 0.0
     b = barrier(s, dhat)
     if is_ee:
-        m = mollifier(cross_norm2_value(X), epsx)[0]
+        m, m1, m2 = mollifier(cross_norm2_value(X), epsx)
         return m * b
     return b
 
@@ -258,11 +297,12 @@ def _reconstruct(B, K, k, slots, ns, T, Hloc):
 def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
     """Energy m b(s), gradient and Hessian of one pair at slot positions X (12,) (unit stiffness).
 
-    Writes the gradient (12,) into sc[0]; if want_hess, the Hessian restricted to the involved
-    slots into sc[6][:3 ns, :3 ns] (PSD-projected when project) with the slot numbers in
-    sc[12][:ns]. Returns (energy, ns); ns = 0 when the pair is inactive (s >= dhat).
+    Writes the gradient (12,) into sc.grad; if want_hess, the Hessian restricted to the involved
+    slots into sc.hess[:3 ns, :3 ns] (PSD-projected when project) with the slot numbers in
+    sc.slots[:ns] (sc: a PairScratch). Returns (energy, ns); ns = 0 when the pair is inactive (s >= dhat).
     """
-    g, gc, c, dc, sv, r, H, B, T, K, A, V, slots, F = sc
+    g, gc, c, dc, sv, r = sc.grad, sc.grad_c, sc.coef, sc.dirs, sc.span, sc.diff
+    H, B, T, K, A, V, slots, F = sc.hess, sc.basis, sc.tmp, sc.small, sc.eig_a, sc.eig_v, sc.slots, sc.fmat
     kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee)
     d = math.sqrt(d2)
     s = d - off

@@ -68,10 +68,10 @@ def _setup(x, ids, is_ee, off, active, vbody, body_mu, dhat, kappa):
     ml = np.zeros(na)
     for j in prange(na):
         k = active[j]
-        st = pair_stencil(x, ids, is_ee, k)
+        kind, i0, i1, i2, i3, d2 = pair_stencil(x, ids, is_ee, k)
         X = local_positions(x, ids, k)
-        c, r, dc, s, npar = stencil_closest(X, st[0], st[1], st[2], st[3], st[4])
-        d = math.sqrt(st[5])
+        c, r, dc, s, npar = stencil_closest(X, kind, i0, i1, i2, i3)
+        d = math.sqrt(d2)
         sd = d - off[k]
         lam = -kappa * barrier_first_derivative(sd, dhat)
         ba = vbody[ids[k, 0]]

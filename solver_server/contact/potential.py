@@ -99,13 +99,13 @@ def _classify(x, ids, is_ee, off, epsx, dhat):
     ns = np.zeros(K, dtype=np.int8)
     for k in prange(K):
         X = local_positions(x, ids, k)
-        st = pair_stencil_local(X, is_ee[k])
-        if math.sqrt(st[5]) - off[k] < dhat:
+        kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
+        if math.sqrt(d2) - off[k] < dhat:
             if is_ee[k] and cross_norm2_value(X) < epsx[k]:
                 ns[k] = 4
-            elif st[0] == KIND_PP:
+            elif kind == KIND_PP:
                 ns[k] = 2
-            elif st[0] == KIND_PE:
+            elif kind == KIND_PE:
                 ns[k] = 3
             else:
                 ns[k] = 4
@@ -152,12 +152,12 @@ def _pair_terms_all(x, ids, is_ee, off, epsx, dhat, active, bstart, want_hess, p
                     X[3 * i + a] = x[ids[k, i], a]
             e, ns = pair_terms(X, is_ee[k], off[k], epsx[k], dhat, want_hess, project, sc)
             E[j] = e
-            g = sc[0]
+            g = sc.grad
             for p in range(12):
                 G[j, p] = g[p]
             if want_hess:
-                H = sc[6]
-                slots = sc[12]
+                H = sc.hess
+                slots = sc.slots
                 b = bstart[j]
                 for u in range(ns):
                     for v in range(ns):

@@ -7,9 +7,9 @@ import numba
 import numpy as np
 
 from solver_server.solvers.block_descent.affine_block import body_energy, body_grad_hess, affine_sweep
-from solver_server.solvers.block_descent.body_plan import body_colors, body_pair_lists
+from solver_server.solvers.block_descent.body_plan import body_colors, body_pair_lists, body_pairs
 from solver_server.solvers.block_descent.bounds import detect
-from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.solvers.block_descent.vertex_contact import contact_pack
 from solver_server.contact.barrier_pair import new_scratch
 from solver_server.contact.terms import EPS_V
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
@@ -74,9 +74,9 @@ def _pile_state():
     ct = st.contact
     det = detect(x[:N], ct.mesh, st._query_radius(x[:N], st.affine.query_targets(y, target)), ct.dhat,
                  st.on_surface, st.gamma, st.pairs)
-    CT = contact_tuple(det, s.n, ct.dhat, ct.kappa)
-    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
-    FR = st._friction_tuple(x_n[:N], EPS_V * h)
+    CT = contact_pack(det, s.n, ct.dhat, ct.kappa)
+    BD = det.bounds()
+    FR = st._friction_pack(x_n[:N], EPS_V * h)
     return st, x, y, target, CT, BD, FR
 
 
@@ -85,16 +85,16 @@ def test_colours_on_threads_equal_sequential_updates():
     separable objectives and write disjoint rows), and the colouring does run bodies side by side."""
     st, x, y, target, CT, BD, FR = _pile_state()
     N = st.s.n
-    AB0 = st.affine.tuple(x, y, target)
-    vbody, presc = AB0[10], AB0[11]
-    start, bodies = body_colors(CT[0], FR[0], vbody, presc, len(presc))
+    AB0 = st.affine.pack(x, y, target)
+    vbody, presc = AB0.vbody, AB0.presc
+    start, bodies = body_colors(CT.ids, FR.ids, vbody, presc, len(presc))
     assert np.diff(start).max() >= 2
-    assert len(CT[0]) > 0 and len(FR[0]) > 0
+    assert len(CT.ids) > 0 and len(FR.ids) > 0
     results = []
     old = numba.get_num_threads()
     for threads in (1, 2):
         xz, tz, yz = x.copy(), target.copy(), y.copy()
-        AB = st.affine.tuple(xz, yz, tz)
+        AB = st.affine.pack(xz, yz, tz)
         out = np.zeros(3)
         numba.set_num_threads(threads)
         try:
@@ -112,19 +112,19 @@ def test_body_gradient_is_the_derivative_of_its_energy():
     lists) match body_grad_hess's gradient for every body of the settled pile."""
     st, x, y, target, CT, BD, FR = _pile_state()
     N = st.s.n
-    AB = st.affine.tuple(x, y, target)
-    vbody = AB[10]
-    nbod = len(AB[11])
-    bl = (*body_pair_lists(CT[0], vbody, nbod), *body_pair_lists(FR[0], vbody, nbod))
+    AB = st.affine.pack(x, y, target)
+    vbody = AB.vbody
+    nbod = len(AB.presc)
+    bl = body_pairs(CT.ids, FR.ids, vbody, nbod)
     inv_h2 = 1.0 / st.h ** 2
-    zb, yb = AB[0], AB[1]
+    zb, yb = AB.rows, AB.inertia
     X, pos, a, wi, wj = np.empty(12), np.empty(3), np.empty(9), np.empty(4), np.empty(4)
     g, H = np.empty(12), np.empty((12, 12))
     touched = 0
     for b in range(nbod):
         q = zb[4 * b:4 * b + 4].copy()
         yq = yb[4 * b:4 * b + 4]
-        touched += bl[1][bl[0][b]:bl[0][b + 1]].size > 0
+        touched += bl.bp_pair[bl.bp_start[b]:bl.bp_start[b + 1]].size > 0
         body_grad_hess(b, q, x[:N], yq, inv_h2, AB, CT, FR, bl, g, H, new_scratch(), X, pos, a, wi, wj)
         eps = 1e-9                       # the central-difference error falls as eps^2 down to here
         fd = np.zeros(12)
@@ -147,13 +147,13 @@ def test_joint_body_step_is_a_newton_step_of_the_coupled_bodies():
     from solver_server.solvers.block_descent.body_plan import coupling_keys
     st, x, y, target, CT, BD, FR = _pile_state()
     N = st.s.n
-    AB = st.affine.tuple(x, y, target)
-    nbod = len(AB[11])
+    AB = st.affine.pack(x, y, target)
+    nbod = len(AB.presc)
     inv_h2 = 1.0 / st.h ** 2
-    keys = coupling_keys(CT[0], FR[0], AB[10], AB[11], nbod)
+    keys = coupling_keys(CT.ids, FR.ids, AB.vbody, AB.presc, nbod)
     assert len(keys) >= 4
     free, nbr_s, G, Hd, Ho, pm, fm = J.joint_system(x[:N], inv_h2, CT, FR, AB, keys)
-    Q0 = AB[0].copy()
+    Q0 = AB.rows.copy()
 
     def E(Q):
         return J.joint_energy(Q, x[:N], inv_h2, AB, CT, FR, free, pm, fm)

@@ -13,8 +13,8 @@ inconsistently oriented patch:
 import numpy as np
 import pytest
 
-from solver_server.solvers.block_descent.dihedral_cache import (dihedral_table, dihedrals_all, refresh_dihedrals,
-                                                       shell_vertex_cached)
+from solver_server.solvers.block_descent.dihedral_cache import (dihedral_cache, dihedral_table, dihedrals_all,
+                                                               refresh_dihedrals, shell_vertex_cached)
 from solver_server.solvers.block_descent.incidence import color_lists, vertex_colors
 from solver_server.energies.shell_bending import rest_thetas, shell_stencils, shell_stiffness, shell_vertex
 from solver_server.model.primitives import grid_sheet
@@ -32,9 +32,7 @@ def _sheet(flip_some: bool):
 
 
 def _cache(V, st):
-    slot_edge, slot_flip, quad, q_s, q_e = dihedral_table(st, len(V))
-    E = len(quad)
-    return slot_edge, slot_flip, quad, q_s, q_e, np.zeros(E), np.zeros((E, 4, 3)), np.zeros(E)
+    return dihedral_cache(st, len(V))
 
 
 def _edges(T):
@@ -68,7 +66,7 @@ def test_cached_blocks_equal_the_shell_vertex_blocks(flip_some):
     rng = np.random.default_rng(5)
     x = V + 0.01 * rng.standard_normal(V.shape)
     SH = _cache(V, st)
-    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
+    dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)
     th, gr, ok, r, ja = np.empty(3), np.empty((3, 4, 3)), np.empty(3), np.empty(3), np.empty((3, 3))
     worst = 0.0
     for i in range(len(st)):
@@ -78,7 +76,8 @@ def test_cached_blocks_equal_the_shell_vertex_blocks(flip_some):
             g0, H0 = np.zeros(3), np.zeros((3, 3))
             shell_vertex(x, st[i], K[i], th0[i], a, g0, H0, th, gr, ok, r, ja)
             g1, H1 = np.zeros(3), np.zeros((3, 3))
-            shell_vertex_cached(i, a, K[i], th0[i], SH[0], SH[1], SH[5], SH[6], SH[7], g1, H1, np.empty((3, 3)))
+            shell_vertex_cached(i, a, K[i], th0[i], SH.slot_edge, SH.slot_flip, SH.theta, SH.grad, SH.ok, g1, H1,
+                                np.empty((3, 3)))
             scale = max(np.abs(g0).max(), 1e-30)
             worst = max(worst, np.abs(g1 - g0).max() / scale)
             np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12 * scale)
@@ -93,16 +92,16 @@ def test_refresh_after_a_colour_leaves_nothing_stale(parallel):
     rng = np.random.default_rng(8)
     x = V + 0.005 * rng.standard_normal(V.shape)
     SH = _cache(V, st)
-    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
+    dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)
     for verts in cols:                                  # a sweep: move one colour, refresh its dihedrals
         x[verts] += 0.003 * rng.standard_normal((len(verts), 3))
-        refresh_dihedrals(x, verts, SH[3], SH[4], SH[2], SH[5], SH[6], SH[7], parallel)
+        refresh_dihedrals(x, verts, SH.v_start, SH.v_edge, SH.quad, SH.theta, SH.grad, SH.ok, parallel)
         full = _cache(V, st)
-        dihedrals_all(x, full[2], full[5], full[6], full[7])
-        np.testing.assert_array_equal(SH[5], full[5])
-        np.testing.assert_array_equal(SH[6], full[6])
+        dihedrals_all(x, full.quad, full.theta, full.grad, full.ok)
+        np.testing.assert_array_equal(SH.theta, full.theta)
+        np.testing.assert_array_equal(SH.grad, full.grad)
     # a colour moved without its refresh is visible (the check above is not vacuous)
     x[cols[0]] += 0.003
     full = _cache(V, st)
-    dihedrals_all(x, full[2], full[5], full[6], full[7])
-    assert np.abs(SH[5] - full[5]).max() > 1e-6
+    dihedrals_all(x, full.quad, full.theta, full.grad, full.ok)
+    assert np.abs(SH.theta - full.theta).max() > 1e-6

@@ -8,9 +8,8 @@ import pytest
 from solver_server.solvers.block_descent.bounds import detect
 from solver_server.solvers.block_descent.dihedral_cache import dihedrals_all
 from solver_server.solvers.block_descent.global_correction import GlobalCorrection, gradient_all, stretch_matrix
-from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.solvers.block_descent.vertex_contact import contact_pack, contact_scratch
 from solver_server.solvers.block_descent.sweep import _vertex_step
-from solver_server.solvers.block_descent.vertex_contact import contact_scratch
 from solver_server.contact.terms import EPS_V
 import solver_server.solvers.block_descent.stepper as stepper_mod
 from tests.ipc.test_scene_helpers import plane
@@ -27,10 +26,10 @@ def _pieces(b, seed):
     v_n = 0.1 * rng.standard_normal(x.shape) * s.dynamic[:, None]
     y = x_n.copy()
     y[s.dynamic] += h * v_n[s.dynamic] + h * h * st.gravity
-    FR = st._friction_tuple(x_n, EPS_V * h)
+    FR = st._friction_pack(x_n, EPS_V * h)
     det = detect(x, ct.mesh, 0.0, ct.dhat, st.on_surface)
-    CT = contact_tuple(det, s.n, ct.dhat, ct.kappa)
-    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
+    CT = contact_pack(det, s.n, ct.dhat, ct.kappa)
+    BD = det.bounds()
     return x, y, FR, CT, BD
 
 
@@ -42,7 +41,7 @@ def test_gradient_all_is_the_sweep_gradient(seed):
     st, s = b.stepper, b.system
     x, y, FR, CT, _ = _pieces(b, seed)
     SH = st.SH
-    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
+    dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)
     mass = np.ascontiguousarray(s.mass, np.float64)
     inv_h2 = 1.0 / st.h ** 2
     free = np.ascontiguousarray(np.nonzero(s.dynamic & ~st.presc)[0], np.int32)
@@ -91,7 +90,7 @@ def test_correction_stays_admissible_and_intersection_free():
     assert b.contact.count_intersections(x) == 0
     corr = GlobalCorrection(st.EL, s.n, s.mass, st.h, s.dynamic & ~st.presc)
     x0 = x.copy()
-    dihedrals_all(x, st.SH[2], st.SH[5], st.SH[6], st.SH[7])
+    dihedrals_all(x, st.SH.quad, st.SH.theta, st.SH.grad, st.SH.ok)
     alpha = corr.apply(x, y, np.ascontiguousarray(s.mass, np.float64), st.EL, st.SH, CT, FR, BD)
     assert 0.0 < alpha <= 1.0
     assert np.abs(x - x0).max() > 0

@@ -8,7 +8,7 @@ edge-edge mollifier's gradient kappa b(s) dm/dx, which the fast solver drops; th
 ground's edges here, so mollified (nearly parallel) edge pairs are present and that term is accounted
 for exactly.
 
-This test drives internal pieces of blockdescent (stepper.EL, _friction_tuple, bounds.detect,
+This test drives internal pieces of blockdescent (stepper.EL, _friction_pack, bounds.detect,
 sweep._vertex_step) on purpose: the glue between kernels, incidence lists and scene arrays is where
 an index or scale slip would make the fast solver minimise a different energy.
 """
@@ -18,9 +18,8 @@ import pytest
 from protocol.scene import Body, Material
 from solver_server.solvers.block_descent.bounds import detect
 from solver_server.solvers.block_descent.dihedral_cache import dihedrals_all
-from solver_server.solvers.block_descent.stepper import contact_tuple
+from solver_server.solvers.block_descent.vertex_contact import contact_pack, contact_scratch, no_contact
 from solver_server.solvers.block_descent.sweep import _vertex_step
-from solver_server.solvers.block_descent.vertex_contact import contact_scratch
 from solver_server.contact.barrier import barrier
 from solver_server.contact.barrier_pair import cross_norm2_value
 from solver_server.contact.mollifier import cross_norm2_grad_hess, mollifier
@@ -98,10 +97,10 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
     # the fast solver's pieces at the same state: y, lagged friction frozen at x^n, contact detection at x
     y = x_n.copy()
     y[s.dynamic] += h * v_n[s.dynamic] + h * h * st.gravity
-    FR = st._friction_tuple(x_n, EPS_V * h)
-    assert len(FR[0]) > 0 and ct.fs is not None and len(ct.fs) == len(FR[0])   # friction pairs exist
+    FR = st._friction_pack(x_n, EPS_V * h)
+    assert len(FR.ids) > 0 and ct.fs is not None and len(ct.fs) == len(FR.ids)   # friction pairs exist
     det = detect(x, ct.mesh, 0.0, ct.dhat, st.on_surface)
-    CT = contact_tuple(det, s.n, ct.dhat, ct.kappa)
+    CT = contact_pack(det, s.n, ct.dhat, ct.kappa)
     ip.prepare(x)
     G = ip.gradient(x).reshape(-1, 3) / h ** 2
 
@@ -120,11 +119,11 @@ def test_vertex_gradient_is_the_newton_objective_gradient(seed):
 
     J, s5, dv, r, X, p = np.zeros((3, 12)), np.empty((5, 3)), np.empty(3), np.empty(3), contact_scratch(), np.empty(3)
     SH = st.SH
-    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])            # the sweep's dihedral cache, filled at x
+    dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)            # the sweep's dihedral cache, filled at x
     inv_h2 = 1.0 / h ** 2
     mass = np.ascontiguousarray(s.mass, np.float64)
-    empty_ct = st._empty_contact(ct.dhat, ct.kappa)
-    FR0 = FR[:3] + (np.zeros_like(FR[3]),) + FR[4:]      # the same friction pairs with mu lambda = 0
+    empty_ct = no_contact(s.n, ct.dhat, ct.kappa)
+    FR0 = FR._replace(mu_lambda=np.zeros_like(FR.mu_lambda))      # the same friction pairs with mu lambda = 0
     free = np.nonzero(s.dynamic & ~st.presc)[0]
     gscale = np.abs(G[s.dynamic]).max()
     for v in free:

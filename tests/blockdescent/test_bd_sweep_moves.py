@@ -16,7 +16,7 @@ resting 2 mm above the ground) so the argument types are the solver's.
 import numpy as np
 import pytest
 
-from solver_server.solvers.block_descent.bounds import detect
+from solver_server.solvers.block_descent.bounds import Bounds, detect, unbounded
 from solver_server.solvers.block_descent.sweep import _admissible_move, _move_colliders
 
 from .bd_scenes import fast_backend, fast_scene
@@ -30,8 +30,7 @@ def cube_on_ground():
     x = st.x.copy()
     x[b.system.dynamic, 2] -= 0.0018                  # 0.2 mm above the ground: half-spaces active
     det = detect(x, ct.mesh, 0.01, ct.dhat, st.on_surface)
-    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
-    return b, x, det, BD
+    return b, x, det, det.bounds()
 
 
 def _inside(det, v, p, tol=1e-12):
@@ -94,7 +93,7 @@ def _one_half_space_cases(x0, count, seed):
         bnd = 1e-3
         start = np.zeros(n + 1, np.int64)
         start[v + 1:] = 1
-        BD = (x0.copy(), np.full(n, 1.0), start, u[None, :].copy(), np.array([bnd]))
+        BD = Bounds(x0.copy(), np.full(n, 1.0), start, u[None, :].copy(), np.array([bnd]))
         target = x0[v] + rng.standard_normal(3) * 2e-3
         target += (bnd + 1e-3 - u @ (target - x0[v])) * u
         yield v, BD, target, u, bnd
@@ -147,14 +146,14 @@ def test_colliders_move_rigidly_by_a_common_fraction(cube_on_ground):
     # vertex 2 may move only 3 mm along -z (a half-space), everything else is free
     start = np.zeros(n + 1, np.int64)
     start[3:] = 1
-    BD = (x.copy(), np.full(n, np.inf), start, np.array([[0.0, 0.0, -1.0]]), np.array([0.003]))
+    BD = Bounds(x.copy(), np.full(n, np.inf), start, np.array([[0.0, 0.0, -1.0]]), np.array([0.003]))
     xm = x.copy()
     assert _move_colliders(xm, target, group, 2, BD)            # collider 0 stopped short
     np.testing.assert_allclose(xm[:4] - x[:4], np.tile(0.3 * shift, (4, 1)), rtol=0, atol=1e-15)
     np.testing.assert_allclose(xm[4:7], target[4:7], rtol=0, atol=0)   # collider 1 reaches its target
     np.testing.assert_array_equal(xm[7:], x[7:])
     # nothing in the way: every collider reaches its target and nothing is reported
-    BD = (x.copy(), np.full(n, np.inf), np.zeros(n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
+    BD = unbounded(x)
     xm = x.copy()
     assert not _move_colliders(xm, target, group, 2, BD)
     np.testing.assert_array_equal(xm[:7], target[:7])

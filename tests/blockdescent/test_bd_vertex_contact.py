@@ -296,8 +296,8 @@ def test_sweeps_keep_the_move_lengths_current(monkeypatch):
     def checked(*a):
         real(*a)
         x, CT = a[1], a[12]
-        if len(CT[0]):
-            seen.append(float(np.abs(CT[11] - np.linalg.norm(x - CT[10], axis=1)).max()))
+        if len(CT.ids):
+            seen.append(float(np.abs(CT.D - np.linalg.norm(x - CT.centre, axis=1)).max()))
     monkeypatch.setattr(stp, "run_sweeps", checked)
     for _ in range(4):
         b.advance()

@@ -40,10 +40,10 @@ def _random_pairs(n, seed):
 
 def _expand(sc, ns):
     H = np.zeros((12, 12))
-    sl = sc[12][:ns]
+    sl = sc.slots[:ns]
     for u in range(ns):
         for v in range(ns):
-            H[3 * sl[u]:3 * sl[u] + 3, 3 * sl[v]:3 * sl[v] + 3] = sc[6][3 * u:3 * u + 3, 3 * v:3 * v + 3]
+            H[3 * sl[u]:3 * sl[u] + 3, 3 * sl[v]:3 * sl[v] + 3] = sc.hess[3 * u:3 * u + 3, 3 * v:3 * v + 3]
     return H
 
 
@@ -60,7 +60,7 @@ def test_fast_pair_kernel_equals_reference_and_exact_projection():
         scale = np.abs(H).max()
         e2, ns = pair_terms(X, is_ee, off, epsx, dhat, True, False, sc)
         assert abs(e2 - e) <= 1e-13 * abs(e)
-        assert np.abs(sc[0] - g).max() <= 1e-9 * np.abs(g).max()
+        assert np.abs(sc.grad - g).max() <= 1e-9 * np.abs(g).max()
         assert np.abs(_expand(sc, ns) - H).max() <= 1e-10 * scale
         e3, ns = pair_terms(X, is_ee, off, epsx, dhat, True, True, sc)
         P = _expand(sc, ns)

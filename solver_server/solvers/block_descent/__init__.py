@@ -26,4 +26,9 @@ Modules: incidence (vertex -> element lists, colouring), vertex_elastic (per-ver
 inertial_guess and collider_carry (CCD-limited start and keyframed colliders), global_correction,
 free_translation, dihedral_cache; affine_block, body_kernels, body_plan, body_terms and joint_bodies
 (stiff bodies as affine blocks).
+
+The kernels take their arrays as named argument packs (typing.NamedTuple, which numba compiles like
+plain tuples): EL incidence.Elements, SH dihedral_cache.DihedralCache, CT vertex_contact.ContactPack,
+FR vertex_contact.FrictionPack, BD bounds.Bounds, AB affine_block.AffinePack, BL body_plan.BodyPairs;
+each class's docstring lists its fields with units and shapes.
 """

@@ -34,6 +34,7 @@ colliders do.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -41,7 +42,7 @@ from numba import njit, prange
 from . import joint_bodies as _joint
 from .body_kernels import TRUNC_SLACK, body_energy, body_grad_hess, body_ray, chol_solve, slot_weights, write_body
 from .body_terms import body_scratch, ray_scratch
-from .body_plan import body_colors, body_pair_lists
+from .body_plan import body_colors, body_pairs
 
 BACKTRACK = 12        # halvings of a body step before it is dropped for this sweep
 SLIDE = False         # after a cut, slide the rest of the step along the blocking constraint
@@ -49,15 +50,53 @@ JOINT_STEP = True     # after the colours, one coupled Newton step of all free b
 INNER_NEWTON = 4      # Newton iterations per body and sweep (fewer when the step is cut or converged)
 
 
-def affine_tuple(sys, N: int) -> tuple:
-    """Static per-body arrays for the kernels (the AB argument's tail): (L, kV, mbar, voff, nv, xhat,
-    xh_start, vbody, presc, mbar^-1). vbody (N,) int32 is the body of each vertex (-1: not on an affine body)."""
+class AffinePack(NamedTuple):
+    """The affine bodies as the kernels read them (the AB argument): nb bodies with V slaved vertices
+    in all. The first three fields are views into the stepper's z, y and target arrays (rows N: on),
+    updated in place; the rest is fixed per stepper, except start (per step).
+
+    rows      (4 nb, 3) float64    m, the bodies' rows q = (p, L A^T) of z, updated in place
+    inertia   (4 nb, 3) float64    m, their inertia targets y_b = q^n + h qdot^n (+ h^2 g on p)
+    target    (4 nb, 3) float64    m, their keyframe targets (keyframed bodies)
+    L         (nb,) float64        m, radius of gyration (the rows' scale, bodies/affine.py)
+    kV        (nb,) float64        J, orthogonality stiffness kappa_A x volume
+    mbar      (nb, 4, 4) float64   kg, per-coordinate mass matrix over the four rows
+    voff      (nb,) int64          first vertex of each body
+    nv        (nb,) int64          vertices of each body
+    xhat      (V, 3) float64       rest offsets from the centre / L (dimensionless): weights w_i = (1, xhat_i)
+    xh_start  (nb + 1,) int64      each body's first row of xhat
+    vbody     (N,) int32           the body of each vertex (-1: not on an affine body)
+    presc     (nb,) bool           keyframed bodies
+    mbar_inv  (nb, 4, 4) float64   1/kg, mbar^-1
+    start     (4 nb, 3) float64    m, where each free body's step starts (AffineBlocks.start_rows)
+    """
+
+    rows: np.ndarray
+    inertia: np.ndarray
+    target: np.ndarray
+    L: np.ndarray
+    kV: np.ndarray
+    mbar: np.ndarray
+    voff: np.ndarray
+    nv: np.ndarray
+    xhat: np.ndarray
+    xh_start: np.ndarray
+    vbody: np.ndarray
+    presc: np.ndarray
+    mbar_inv: np.ndarray
+    start: np.ndarray
+
+
+def affine_pack(sys, N: int) -> AffinePack:
+    """The AffinePack of a System's affine bodies (N vertex rows) with its static fields filled; rows,
+    inertia, target and start are empty placeholders (AffineBlocks.pack puts this step's arrays in)."""
     ab = sys.affine
     vbody = -np.ones(N, np.int32)
+    z3 = np.zeros((0, 3))
     if ab is None or ab.n == 0:
         z = np.zeros(0)
-        return (z, z, np.zeros((0, 4, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)),
-                np.zeros(1, np.int64), vbody, np.zeros(0, np.bool_), np.zeros((0, 4, 4)))
+        return AffinePack(z3, z3, z3, z, z, np.zeros((0, 4, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                          np.zeros((0, 3)), np.zeros(1, np.int64), vbody, np.zeros(0, np.bool_), np.zeros((0, 4, 4)), z3)
     nb = ab.n
     presc = np.zeros(nb, np.bool_)
     bc = np.asarray(sys.bc_index)
@@ -66,17 +105,18 @@ def affine_tuple(sys, N: int) -> tuple:
         vbody[ab.vertex_offset[b]:ab.vertex_offset[b] + ab.n_vertices[b]] = b
     xh_start = np.zeros(nb + 1, np.int64)
     xh_start[1:] = np.cumsum(ab.n_vertices)
-    return (np.ascontiguousarray(ab.L, np.float64), np.ascontiguousarray(ab.kV, np.float64),
-            np.ascontiguousarray(ab.mbar, np.float64), np.ascontiguousarray(ab.vertex_offset, np.int64),
-            np.ascontiguousarray(ab.n_vertices, np.int64), np.ascontiguousarray(np.concatenate(ab.X_hat), np.float64),
-            xh_start, vbody, presc, np.ascontiguousarray(np.linalg.inv(ab.mbar), np.float64))
+    return AffinePack(z3, z3, z3, np.ascontiguousarray(ab.L, np.float64), np.ascontiguousarray(ab.kV, np.float64),
+                      np.ascontiguousarray(ab.mbar, np.float64), np.ascontiguousarray(ab.vertex_offset, np.int64),
+                      np.ascontiguousarray(ab.n_vertices, np.int64),
+                      np.ascontiguousarray(np.concatenate(ab.X_hat), np.float64), xh_start, vbody, presc,
+                      np.ascontiguousarray(np.linalg.inv(ab.mbar), np.float64), z3)
 
 
 @njit(cache=True, fastmath=False)
 def _prescribed_body(b, x, target, BD, AB, presc_tol, out):
     """Move keyframed body b towards its target rows by the largest admissible fraction; out[1] gets
     its vertex count if it was cut, out[2] = 0 if it is then still short of its target."""
-    zb, tb, nv = AB[0], AB[2], AB[7]
+    zb, tb, nv = AB.rows, AB.target, AB.nv
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
     cur, dx, nbv, nrm = ray_scratch()
@@ -105,7 +145,7 @@ def _free_body(b, x, target, inv_h2, BD, CT, FR, BL, AB, presc_tol):
     place). Reads only its own rows and vertices and the positions of the other slots of its pairs,
     writes only its own: bodies of one colour (body_plan) can run concurrently. Returns (residual
     length before the first step (m), whether the bounds cut a step)."""
-    zb, yb = AB[0], AB[1]
+    zb, yb = AB.rows, AB.inertia
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
     q1 = np.empty((4, 3))
@@ -140,8 +180,8 @@ def _free_bodies_parallel(bodies, x, target, inv_h2, BD, CT, FR, BL, AB, presc_t
 
 @njit(cache=True, fastmath=False)
 def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out, parallel=False):
-    """One pass over the affine bodies (after the vertex colours). AB = (zb, yb, tb,
-    *affine_tuple): body rows (4 nb, 3) updated in place, their inertia targets and keyframe targets.
+    """One pass over the affine bodies (after the vertex colours). AB: the AffinePack, whose body rows
+    (4 nb, 3) are updated in place.
     Keyframed bodies first (one after the other), then the free bodies colour by colour
     (body_plan.body_colors), the bodies of a colour on numba's threads when more than one is
     allowed (``parallel``: the caller's thread policy, threads.py; Gauss-Seidel across
@@ -149,7 +189,7 @@ def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out, parallel=Fal
     out = (largest residual length (m), vertices of cut bodies, 1 if every keyframed body is at its
     target). The residual length is the largest vertex move of the step on inertia alone,
     h^2 W_i Mbar^-1 g (the body version of the vertex sweep's |g| h^2 / m)."""
-    voff, nv, vbody, bpresc = AB[6], AB[7], AB[10], AB[11]
+    voff, nv, vbody, bpresc = AB.voff, AB.nv, AB.vbody, AB.presc
     nbod = voff.shape[0]
     out[0] = 0.0
     out[1] = 0.0
@@ -162,10 +202,8 @@ def affine_sweep(x, target, inv_h2, BD, CT, FR, AB, presc_tol, out, parallel=Fal
                 target[v, c] = x[v, c]
         if bpresc[b]:
             _prescribed_body(b, x, target, BD, AB, presc_tol, out)
-    pids, fids = CT[0], FR[0]
-    bp_s, bp_k = body_pair_lists(pids, vbody, nbod)
-    bf_s, bf_k = body_pair_lists(fids, vbody, nbod)
-    BL = (bp_s, bp_k, bf_s, bf_k)
+    pids, fids = CT.ids, FR.ids
+    BL = body_pairs(pids, fids, vbody, nbod)
     col_s, col_b = body_colors(pids, fids, vbody, bpresc, nbod)
     res = np.zeros(nbod)
     cutb = np.zeros(nbod, np.int64)
@@ -192,7 +230,7 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, BL, target
                     wj, cur, dx, nbv, nrm):
     """One bounded Newton step of free body b from rows q (written to zb and x when it lowers E_b).
     Returns (residual length before the step (m), whether the bounds cut it)."""
-    zb, voff, nv, xh, xh_start, mbinv = AB[0], AB[6], AB[7], AB[8], AB[9], AB[12]
+    zb, voff, nv, xh, xh_start, mbinv = AB.rows, AB.voff, AB.nv, AB.xhat, AB.xh_start, AB.mbar_inv
     body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj)
     # residual length: h^2 Mbar^-1 g mapped to the vertices
     for r in range(4):
@@ -264,10 +302,10 @@ def _free_body_step(b, q, dq, q1, rest, x, y, inv_h2, AB, BD, CT, FR, BL, target
 
 @njit(cache=True, fastmath=False)
 def affine_initial_guess(x, target, BD, AB):
-    """Move each free body from its rows towards its start rows (AB[13], AffineBlocks.start_rows) as
+    """Move each free body from its rows towards its start rows (AB.start, AffineBlocks.start_rows) as
     far as every vertex's admissible set allows (the body version of sweep.initial_guess)."""
-    zb, yb = AB[0], AB[13]
-    voff, bpresc = AB[6], AB[11]
+    zb, yb = AB.rows, AB.start
+    voff, bpresc = AB.voff, AB.presc
     q = np.empty((4, 3))
     dq = np.empty((4, 3))
     cur, dx, nbv, nrm = ray_scratch()
@@ -292,9 +330,9 @@ class AffineBlocks:
     def __init__(self, sys):
         self.N = sys.n
         self.D = sys.dof_map
-        self.static = affine_tuple(sys, self.N)
+        self.static = affine_pack(sys, self.N)
         self.slaved = self.D.is_slaved[:self.N].copy()
-        self.n_bodies = int(self.static[3].shape[0])
+        self.n_bodies = int(self.static.voff.shape[0])
         self.v_prev = None    # centre velocities (nb, 3) at the previous step's start (start_rows)
         self.start = None     # this step's start rows (4 nb, 3), set by inertia_target
 
@@ -326,12 +364,12 @@ class AffineBlocks:
         start[0::4] += (h * h * share)[:, None] * gravity
         return np.ascontiguousarray(start)
 
-    def tuple(self, z: np.ndarray, y: np.ndarray, target: np.ndarray) -> tuple:
-        """(z body rows, y body rows, target body rows, *affine_tuple, start rows of this step): views
-        into z, y and target; the start rows are those of the last inertia_target call."""
+    def pack(self, z: np.ndarray, y: np.ndarray, target: np.ndarray) -> AffinePack:
+        """The AffinePack of this step: rows, inertia and target are views into z, y and target; the
+        start rows are those of the last inertia_target call."""
         N = self.N
         start = self.start if self.start is not None and len(self.start) == len(z) - N else y[N:].copy()
-        return (z[N:], y[N:], target[N:], *self.static, start)
+        return self.static._replace(rows=z[N:], inertia=y[N:], target=target[N:], start=start)
 
     def query_targets(self, y: np.ndarray, target: np.ndarray) -> np.ndarray:
         """(N, 3) predicted vertex positions for the broad phase's query radius: target, with each

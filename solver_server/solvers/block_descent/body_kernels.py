@@ -5,7 +5,8 @@ fraction of a body step (every vertex of the body inside its displacement-bound 
 the write-back of a body's rows to its vertices.
 
 Used by the per-body sweep (affine_block.py) and the coupled step of all free bodies (joint_bodies.py).
-AB, CT, FR, BL are the packed argument tuples described in affine_block.py and sweep.py.
+AB, CT, FR, BL, BD are the named argument packs AffinePack (affine_block.py), ContactPack and FrictionPack
+(vertex_contact.py), BodyPairs (body_plan.py) and Bounds (bounds.py).
 """
 from __future__ import annotations
 
@@ -102,17 +103,17 @@ def orth_add_rows(q, Lb, kV, a, g, H):
 @njit(cache=True, fastmath=False)
 def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
     """E_b(q) (J / s^2 ... the sweep's units: the step objective divided by h^2) of body b at rows q
-    (4, 3). BL = (barrier pairs CSR, friction pairs CSR) per body (body_plan.body_pair_lists)."""
-    L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
+    (4, 3). BL: the barrier and friction pairs of each body (body_plan.BodyPairs)."""
+    L, kV, mbar, voff, xh, xh_start, vbody = AB.L, AB.kV, AB.mbar, AB.voff, AB.xhat, AB.xh_start, AB.vbody
     e = 0.0
     for c in range(3):
         for s in range(4):
             for t in range(4):
                 e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - y[s, c]) * (q[t, c] - y[t, c])
     e += orth_energy_rows(q, L[b], kV[b], a)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _, _) = CT
-    fids = FR[0]
-    bp_s, bp_k, bf_s, bf_k = BL
+    pids, pee, poff, peps, dhat, kappa = CT.ids, CT.is_ee, CT.off, CT.epsx, CT.dhat, CT.kappa
+    fids = FR.ids
+    bp_s, bp_k, bf_s, bf_k = BL.bp_start, BL.bp_pair, BL.bf_start, BL.bf_pair
     for j in range(bp_s[b], bp_s[b + 1]):
         k = bp_k[j]
         body_slots(pids, k, x, q, b, vbody, voff, xh, xh_start, pos, X)
@@ -127,8 +128,8 @@ def body_energy(b, q, x, y, inv_h2, AB, CT, FR, BL, X, pos, a):
 @njit(cache=True, fastmath=False)
 def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj):
     """Gradient g (12,) and PSD Hessian H (12, 12) of E_b at q; DOF (row r, coordinate c) is 3 r + c.
-    Only the pairs listed for the body (BL) are visited."""
-    L, kV, mbar, voff, nv, xh, xh_start, vbody = AB[3], AB[4], AB[5], AB[6], AB[7], AB[8], AB[9], AB[10]
+    Only the pairs listed for the body (BL) are visited. SC: a barrier_pair.PairScratch."""
+    L, kV, mbar, voff, xh, xh_start, vbody = AB.L, AB.kV, AB.mbar, AB.voff, AB.xhat, AB.xh_start, AB.vbody
     for i in range(12):
         g[i] = 0.0
         for j in range(12):
@@ -141,12 +142,12 @@ def body_grad_hess(b, q, x, y, inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, 
                 H[3 * s + c, 3 * t + c] += inv_h2 * mbar[b, s, t]
             g[3 * s + c] += inv_h2 * acc
     orth_add_rows(q, L[b], kV[b], a, g, H)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, _, _, _) = CT
-    fids, fcoef, fT = FR[0], FR[1], FR[2]
-    bp_s, bp_k, bf_s, bf_k = BL
-    gp = SC[0]
-    Hp = SC[6]
-    slots = SC[12]
+    pids, pee, poff, peps, dhat, kappa = CT.ids, CT.is_ee, CT.off, CT.epsx, CT.dhat, CT.kappa
+    fids, fcoef, fT = FR.ids, FR.coef, FR.T
+    bp_s, bp_k, bf_s, bf_k = BL.bp_start, BL.bp_pair, BL.bf_start, BL.bf_pair
+    gp = SC.grad
+    Hp = SC.hess
+    slots = SC.slots
     for j in range(bp_s[b], bp_s[b + 1]):
         k = bp_k[j]
         slot_positions(pids, k, x, X)
@@ -239,8 +240,7 @@ def chol_solve(H, g, out):
 def body_ray(b, x, q, dq, BD, AB, cur, dx, nb, nb_out):
     """Largest t in [0, 1] such that every vertex of body b stays in its admissible set along
     q + t dq (dq (4, 3)); the blocking vertex (or -1) is returned with its constraint normal in nb_out."""
-    voff, nv, xh, xh_start = AB[6], AB[7], AB[8], AB[9]
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
+    voff, nv, xh, xh_start = AB.voff, AB.nv, AB.xhat, AB.xh_start
     t = 1.0
     blk = -1
     for v in range(voff[b], voff[b] + nv[b]):
@@ -248,7 +248,7 @@ def body_ray(b, x, q, dq, BD, AB, cur, dx, nb, nb_out):
         for a in range(3):
             cur[a] = q[0, a] + xh[i, 0] * q[1, a] + xh[i, 1] * q[2, a] + xh[i, 2] * q[3, a]
             dx[a] = dq[0, a] + xh[i, 0] * dq[1, a] + xh[i, 1] * dq[2, a] + xh[i, 2] * dq[3, a]
-        tv = ray_fraction(v, cur, dx, BDn)
+        tv = ray_fraction(v, cur, dx, BD, nb)
         if tv < t:
             t = tv
             blk = v
@@ -261,7 +261,7 @@ def body_ray(b, x, q, dq, BD, AB, cur, dx, nb, nb_out):
 def write_body(b, q, zb, x, target, AB):
     """Store rows q of body b and its slaved vertices (x and, so the sweep's arrival test ignores them,
     target)."""
-    voff, nv, xh, xh_start = AB[6], AB[7], AB[8], AB[9]
+    voff, nv, xh, xh_start = AB.voff, AB.nv, AB.xhat, AB.xh_start
     for r in range(4):
         for a in range(3):
             zb[4 * b + r, a] = q[r, a]

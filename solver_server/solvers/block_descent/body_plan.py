@@ -17,8 +17,25 @@ Built once per body pass from the current pair lists (O(pairs + bodies), no Pyth
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
+
+
+class BodyPairs(NamedTuple):
+    """The barrier and friction pairs touching each affine body (the BL argument; body_pairs).
+
+    bp_start  (nb + 1,) int64   body -> barrier pair CSR start
+    bp_pair   (k,) int32        barrier pairs (rows of the ContactPack's ids) of each body
+    bf_start  (nb + 1,) int64   body -> friction pair CSR start
+    bf_pair   (m,) int32        friction pairs (rows of the FrictionPack's ids) of each body
+    """
+
+    bp_start: np.ndarray
+    bp_pair: np.ndarray
+    bf_start: np.ndarray
+    bf_pair: np.ndarray
 
 
 @njit(cache=True, fastmath=False)
@@ -59,6 +76,14 @@ def body_pair_lists(ids, vbody, nbod):
             out[fill[bs[j]]] = k
             fill[bs[j]] += 1
     return cnt, out
+
+
+@njit(cache=True, fastmath=False)
+def body_pairs(pids, fids, vbody, nbod):
+    """BodyPairs of the barrier pairs pids (K, 4) and friction pairs fids (M, 4) over nbod bodies."""
+    bp_s, bp_k = body_pair_lists(pids, vbody, nbod)
+    bf_s, bf_k = body_pair_lists(fids, vbody, nbod)
+    return BodyPairs(bp_s, bp_k, bf_s, bf_k)
 
 
 @njit(cache=True, fastmath=False)

@@ -27,9 +27,9 @@ def slot_positions(ids, k, x, X):
 
 @njit(cache=True, fastmath=False, inline="always")
 def friction_u(k, X, FR):
-    """Tangential displacement (u0, u1) (m) of friction pair k of FR (the sweep's friction tuple) with
+    """Tangential displacement (u0, u1) (m) of friction pair k of FR (vertex_contact.FrictionPack) with
     its four slots at X (12,)."""
-    fids, fcoef, fT, x_fr = FR[0], FR[1], FR[2], FR[7]
+    fids, fcoef, fT, x_fr = FR.ids, FR.coef, FR.T, FR.x_ref
     d0 = 0.0
     d1 = 0.0
     d2 = 0.0
@@ -47,7 +47,7 @@ def friction_u(k, X, FR):
 def friction_energy(k, X, FR):
     """mu lambda_k f0(|u|) of friction pair k with its slots at X (12,)."""
     u0, u1 = friction_u(k, X, FR)
-    return FR[3][k] * f0(math.sqrt(u0 * u0 + u1 * u1), FR[8])
+    return FR.mu_lambda[k] * f0(math.sqrt(u0 * u0 + u1 * u1), FR.eps)
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -55,7 +55,7 @@ def friction_u_hessian(k, u0, u1, FR):
     """(f, h00, h01, h11) of friction pair k at displacement u: f = mu lambda f1(|u|) / |u| (the
     gradient in u is f u) and the exact Hessian in u, mu lambda (f1' uh uh^T + f1 / |u| (I - uh uh^T)),
     uh = u / |u| (PSD: f1' >= 0 below eps, 0 above; f I at u = 0)."""
-    fml, eps_f = FR[3], FR[8]
+    fml, eps_f = FR.mu_lambda, FR.eps
     yk = math.sqrt(u0 * u0 + u1 * u1)
     f = fml[k] * f1_over_y(yk, eps_f)
     h00 = f
@@ -80,7 +80,7 @@ def friction_block(fT, k, c, d, h00, h01, h11):
 
 @njit(cache=True, fastmath=False)
 def body_scratch():
-    """Work arrays of affine_block.body_grad_hess: (g (12,), H (12, 12), pair scratch, X (12,), pos (3,),
+    """Work arrays of body_kernels.body_grad_hess: (g (12,), H (12, 12), PairScratch, X (12,), pos (3,),
     a (9,), wi (4,), wj (4,))."""
     return (np.empty(12), np.empty((12, 12)), new_scratch(), np.empty(12), np.empty(3), np.empty(9),
             np.empty(4), np.empty(4))

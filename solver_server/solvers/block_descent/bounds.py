@@ -36,6 +36,7 @@ stays >= dhat.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -51,6 +52,32 @@ from solver_server.contact.pairs import contact_distances, pair_set, pair_stenci
 GAMMA = 0.4  # fraction of the clearance a vertex may use between detections (< 1/2)
 VOLUME_KEEP = 0.1      # one vertex move keeps >= 10% of each incident tet's volume
 MAX_CONSTRAINTS = 16  # per vertex: the ball shrinks to the 16th closest pair's bound, which implies the rest
+
+
+class Bounds(NamedTuple):
+    """The per-vertex admissible sets of one detection, as the kernels read them (the BD argument;
+    ray_fraction). Vertex v may move to p when |p - center_v| <= radius_v and
+    u_j . (p - center_v) <= b_j for every constraint j in cs_start[v]:cs_start[v + 1].
+
+    center    (n, 3) float64   m, positions at the detection point
+    radius    (n,) float64     m, ball radius gamma r (or gamma s of the MAX_CONSTRAINTS-th closest pair);
+                               inf for vertices on no collision primitive
+    cs_start  (n + 1,) int64   CSR start of each vertex's half-space constraints
+    cs_u      (M, 3) float64   unit outward normals u_j of the constraints
+    cs_b      (M,) float64     m, their bounds gamma s_k
+    """
+
+    center: np.ndarray
+    radius: np.ndarray
+    cs_start: np.ndarray
+    cs_u: np.ndarray
+    cs_b: np.ndarray
+
+
+def unbounded(x: np.ndarray) -> Bounds:
+    """Bounds that admit every move (no contact): centred at x (n, 3), infinite balls, no constraints."""
+    n = len(x)
+    return Bounds(x.copy(), np.full(n, np.inf), np.zeros(n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
 
 
 @dataclass
@@ -69,6 +96,10 @@ class Detection:
     s0: np.ndarray         # (K,) m, contact distances of those pairs at the detection point
     min_distance: float    # m, smallest contact distance among the candidates (inf if none)
     candidates: int        # pairs examined
+
+    def bounds(self) -> Bounds:
+        """The admissible sets as the kernels' Bounds pack."""
+        return Bounds(self.center, self.radius, self.cs_start, self.cs_u, self.cs_b)
 
 
 @njit(cache=True, fastmath=False)
@@ -145,8 +176,8 @@ def _constraints(x, ids, is_ee, s, gamma, r_query, radius, kmax):
             for i in range(4):
                 for a in range(3):
                     X[3 * i + a] = x[ids[k, i], a]
-            st = pair_stencil_local(X, is_ee[k])
-            stencil_closest_into(X, st[0], st[1], st[2], st[3], st[4], c, r, dc, sv)
+            kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
+            stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, sv)
             d = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2])
             # r = sum c_i x_i points from B's closest point to A's when side A's coefficients sum to +1;
             # the stencil may start from a B-side point (e.g. the end point of the second edge), then -1
@@ -206,7 +237,8 @@ def _near(x, x_ref, ids, is_ee, off, s_ref, r):
             else:
                 db = max(db, D[ids[k, j]])
         if s_ref[k] - da - db < r:
-            s[k] = math.sqrt(pair_stencil(x, ids, is_ee, k)[5]) - off[k]
+            kind, i0, i1, i2, i3, d2 = pair_stencil(x, ids, is_ee, k)
+            s[k] = math.sqrt(d2) - off[k]
         else:
             s[k] = np.inf
     return s
@@ -350,10 +382,10 @@ def detect(x: np.ndarray, mesh, r_query: float, dhat: float, on_surface: np.ndar
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def ray_fraction(v, cur, dx, BD):
-    """Largest t in [0, 1] with cur + t dx inside vertex v's admissible set (built by detect), and the
-    blocking constraint's outward normal into nb (3,) when t < 1 (zero vector if none)."""
-    center, radius, cs_s, cs_u, cs_b, nb = BD[0], BD[1], BD[2], BD[3], BD[4], BD[5]
+def ray_fraction(v, cur, dx, BD, nb):
+    """Largest t in [0, 1] with cur + t dx inside vertex v's admissible set (BD: the Bounds of a
+    detection), and the blocking constraint's outward normal into nb (3,) when t < 1 (zero vector if none)."""
+    center, radius, cs_s, cs_u, cs_b = BD.center, BD.radius, BD.cs_start, BD.cs_u, BD.cs_b
     t = 1.0
     blk = -1
     e0 = cur[0] - center[v, 0]

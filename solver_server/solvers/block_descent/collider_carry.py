@@ -111,8 +111,8 @@ def _push_pairs(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
             # push the still carriable vertices of a side that the other side's grouped vertices approach
             n_push = 0
             if grow:
-                st = pair_stencil_local(X0, is_ee)
-                c = stencil_closest(X0, st[0], st[1], st[2], st[3], st[4])[0]
+                kind, i0, i1, i2, i3, d2 = pair_stencil_local(X0, is_ee)
+                c, r, dc, sv, npar = stencil_closest(X0, kind, i0, i1, i2, i3)
                 for side in range(2):
                     lo, hi = (a_end, 4) if side == 0 else (0, a_end)      # the side facing this one
                     s_lo, s_hi = (0, a_end) if side == 0 else (a_end, 4)

@@ -19,7 +19,7 @@ not found (inconsistently oriented neighbours) keep an entry of their own.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 from numba import njit, prange
@@ -71,6 +71,37 @@ def dihedral_table(shells: np.ndarray, n_verts: int) -> Tuple[np.ndarray, ...]:
     quad[:, 0], quad[:, 1], quad[:, 2], quad[:, 3] = o[so], p[so], q[so], f[so]
     start, edge, _ = incidence(quad, n_verts)
     return slot_edge, slot_flip, np.ascontiguousarray(quad, np.int32), start, edge
+
+
+class DihedralCache(NamedTuple):
+    """The stored dihedrals of a stepper's cloth-bending stencils (the SH argument of the sweep kernels):
+    the table of dihedral_table and the angles / gradients, which the kernels keep current.
+
+    slot_edge  (S, 3) int32          the dihedral of stencil slot j (-1: the edge has no flap)
+    slot_flip  (S, 3) uint8          1: the slot sees the stored dihedral from the other side
+    quad       (E, 4) int32          (o, p, q, f) vertices of each dihedral
+    v_start    (n + 1,) int64        vertex -> dihedral CSR start
+    v_edge     (k,) int32            the dihedrals of each vertex
+    theta      (E,) float64          rad, signed dihedral angles at the last refresh
+    grad       (E, 4, 3) float64     rad/m, their gradients w.r.t. (o, p, q, f)
+    ok         (E,) float64          1.0 where the dihedral is not degenerate, else 0.0
+    """
+
+    slot_edge: np.ndarray
+    slot_flip: np.ndarray
+    quad: np.ndarray
+    v_start: np.ndarray
+    v_edge: np.ndarray
+    theta: np.ndarray
+    grad: np.ndarray
+    ok: np.ndarray
+
+
+def dihedral_cache(shells: np.ndarray, n_verts: int) -> DihedralCache:
+    """An empty cache (angles zero: dihedrals_all fills them) for the stencils shells (S, 6)."""
+    slot_edge, slot_flip, quad, v_start, v_edge = dihedral_table(shells, n_verts)
+    ne = len(quad)
+    return DihedralCache(slot_edge, slot_flip, quad, v_start, v_edge, np.zeros(ne), np.zeros((ne, 4, 3)), np.zeros(ne))
 
 
 @njit(cache=True, fastmath=False)

@@ -43,22 +43,24 @@ from numba import njit
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .dihedral_cache import dihedrals_all
+from .dihedral_cache import DihedralCache, dihedrals_all
 from .global_correction import gradient_all
-from .bounds import ray_fraction
+from .bounds import Bounds, ray_fraction
+from .incidence import Elements
+from .vertex_contact import ContactPack, FrictionPack
 
 
 @njit(cache=True, fastmath=False)
 def common_fraction(x, d, idx, BD):
     """Largest t in [0, 1] with x_i + t d inside the admissible set of every vertex i in idx."""
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], np.empty(3))
+    nb = np.empty(3)
     cur = np.empty(3)
     t = 1.0
     for k in range(idx.shape[0]):
         v = idx[k]
         for a in range(3):
             cur[a] = x[v, a]
-        t = min(t, ray_fraction(v, cur, d, BDn))
+        t = min(t, ray_fraction(v, cur, d, BD, nb))
         if t <= 0.0:
             return 0.0
     return t
@@ -99,12 +101,12 @@ class FreeTranslation:
         g = coo_matrix((np.ones(int(keep.sum())), (src[keep], dst[keep])), shape=(self.n_bodies,) * 2)
         return connected_components(g, directed=False)[1]
 
-    def apply(self, x: np.ndarray, y: np.ndarray, mass: np.ndarray, inv_h2: float, EL: tuple, SH: tuple,
-              CT: tuple, FR: tuple, BD: tuple, pairs, dhat: float) -> int:
+    def apply(self, x: np.ndarray, y: np.ndarray, mass: np.ndarray, inv_h2: float, EL: Elements,
+              SH: DihedralCache, CT: ContactPack, FR: FrictionPack, BD: Bounds, pairs, dhat: float) -> int:
         """Translate every free cluster of x (n, 3), in place, to its translation subspace's minimiser,
         and every cluster of solids held by contact along its free direction (module docstring).
         pairs: the stepper's PairCache (or None without contact). Returns the clusters moved."""
-        label = self._clusters([CT[0], FR[0]])
+        label = self._clusters([CT.ids, FR.ids])
         anchored = np.zeros(label.max() + 1, bool)
         np.logical_or.at(anchored, label, ~self.free_body)
         all_solid = np.ones(label.max() + 1, bool)
@@ -116,7 +118,7 @@ class FreeTranslation:
         comps = np.flatnonzero(~anchored)
         if not len(held) and not len(comps):
             return 0
-        dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])   # translations leave it valid
+        dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)   # translations leave it valid
         for c in held:
             self._held_step(x, y, mass, inv_h2, EL, SH, CT, FR, BD, c, vlabel)
         if not len(comps):

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from .dihedral_cache import dihedrals_all
+from .incidence import Elements
 from .bounds import VOLUME_KEEP, ray_fraction
 from .sweep import solid_terms, vertex_terms
 from .vertex_contact import contact_scratch, moves_from_centre
@@ -50,26 +51,26 @@ def _factor(P: sp.csc_matrix):
         return lambda b: lu.solve(b)
 
 
-def stretch_matrix(EL: tuple, n: int, mass: np.ndarray, inv_h2: float, free: np.ndarray) -> sp.csc_matrix:
+def stretch_matrix(EL: Elements, n: int, mass: np.ndarray, inv_h2: float, free: np.ndarray) -> sp.csc_matrix:
     """P restricted to the free vertices: diag(m/h^2) (N/m) + the scalar stretching Laplacian
     sum_e w_e (2 mu + lam) n_a . n_b of membranes and tets (w area*thickness or volume, m^3; n_a the
     shape derivatives, 1/m) and k/l of rod edges (N/m)."""
     rows, cols, vals = [], [], []
-    tris, Dm, w, mu, lam = EL[0], EL[1], EL[2], EL[3], EL[4]
+    tris, Dm, w, mu, lam = EL.tris, EL.tri_Dm_inv, EL.tri_w, EL.tri_mu, EL.tri_lam
     if len(tris):
         N = np.stack([-(Dm[:, 0, :] + Dm[:, 1, :]), Dm[:, 0, :], Dm[:, 1, :]], 1)      # (T, 3, 2)
         K = np.einsum("tai,tbi->tab", N, N) * (w * (2.0 * mu + lam))[:, None, None]
         rows.append(np.repeat(tris, 3, 1).ravel())
         cols.append(np.tile(tris, (1, 3)).ravel())
         vals.append(K.ravel())
-    tets, tDm, vol, tmu, tlam = EL[14], EL[15], EL[16], EL[17], EL[18]
+    tets, tDm, vol, tmu, tlam = EL.tets, EL.tet_Dm_inv, EL.tet_vol, EL.tet_mu, EL.tet_lam
     if len(tets):
         N = np.concatenate([-tDm.sum(1, keepdims=True), tDm], 1)                     # (E, 4, 3)
         K = np.einsum("tai,tbi->tab", N, N) * (vol * (2.0 * tmu + tlam))[:, None, None]
         rows.append(np.repeat(tets, 4, 1).ravel())
         cols.append(np.tile(tets, (1, 4)).ravel())
         vals.append(K.ravel())
-    rods, rest, rk = EL[23], EL[24], EL[25]
+    rods, rest, rk = EL.rods, EL.rod_rest, EL.rod_k
     if len(rods):
         k = rk / rest
         K = np.stack([k, -k, -k, k], 1)
@@ -93,7 +94,7 @@ def gradient_all(x, y, mass, inv_h2, free_idx, EL, SH, CT, FR, G):
     nf = free_idx.shape[0]
     nch = max(1, min(nf, 64))
     skip = np.zeros(x.shape[0], np.bool_)
-    moves_from_centre(x, CT[10], free_idx[:0], CT[11])     # the pairs' activity test reads them
+    moves_from_centre(x, CT.centre, free_idx[:0], CT.D)     # the pairs' activity test reads them
     for ch in prange(nch):
         k0 = ch * nf // nch
         k1 = (ch + 1) * nf // nch
@@ -122,14 +123,13 @@ def cut_to_admissible(x, d, free_idx, BD, tets, xc):
     nb = np.empty(3)
     cur = np.empty(3)
     dx = np.empty(3)
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     xc[:, :] = x
     for k in range(free_idx.shape[0]):
         v = free_idx[k]
         for a in range(3):
             cur[a] = x[v, a]
             dx[a] = d[k, a]
-        t = ray_fraction(v, cur, dx, BDn)
+        t = ray_fraction(v, cur, dx, BD, nb)
         for a in range(3):
             xc[v, a] = cur[a] + t * dx[a]
     if tets.shape[0] == 0:
@@ -149,7 +149,7 @@ def cut_to_admissible(x, d, free_idx, BD, tets, xc):
 class GlobalCorrection:
     """The pre-factorised stretching model of one stepper and the correction step (module docstring)."""
 
-    def __init__(self, EL: tuple, n: int, mass: np.ndarray, h: float, free: np.ndarray):
+    def __init__(self, EL: Elements, n: int, mass: np.ndarray, h: float, free: np.ndarray):
         # a massless vertex (on no element) would make P singular; the correction leaves it to the sweeps
         self.free_idx = np.ascontiguousarray(np.flatnonzero(free & (np.asarray(mass) > 0.0)), np.int32)
         free = np.zeros(n, bool)
@@ -171,13 +171,13 @@ class GlobalCorrection:
         gradient_all(x, y, mass, self.inv_h2, fi, EL, SH, CT, FR, self.G0)
         d = -np.asarray(self.solve(self.G0))
         xc = np.empty_like(x)
-        if not cut_to_admissible(x, np.ascontiguousarray(d), fi, BD, EL[14], xc):
+        if not cut_to_admissible(x, np.ascontiguousarray(d), fi, BD, EL.tets, xc):
             return 0.0
         dx = xc[fi] - x[fi]
         num = -float((self.G0 * dx).sum())
         if not num > 0.0:
             return 0.0
-        dihedrals_all(xc, SH[2], SH[5], SH[6], SH[7])
+        dihedrals_all(xc, SH.quad, SH.theta, SH.grad, SH.ok)
         gradient_all(xc, y, mass, self.inv_h2, fi, EL, SH, CT, FR, self.G1)
         den = float(((self.G1 - self.G0) * dx).sum())
         alpha = min(num / den, 1.0) if den > 0.0 else 1.0
@@ -185,7 +185,7 @@ class GlobalCorrection:
             return 0.0
         xn = x.copy()
         xn[fi] += alpha * dx
-        if not _tets_keep(x, xn, EL[14]):
+        if not _tets_keep(x, xn, EL.tets):
             return 0.0
         x[:] = xn
         self.last_alpha = alpha

@@ -10,7 +10,7 @@ the colour), which keeps the result deterministic and is safe because of the dis
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, NamedTuple, Tuple
 
 import numpy as np
 from numba import njit
@@ -95,18 +95,93 @@ def color_lists(color: np.ndarray) -> List[np.ndarray]:
     return [o for o in out if len(o)]
 
 
-def element_tuple(el, n_verts: int) -> tuple:
-    """Every elastic group of an ElasticTerms (ipc/elasticity.py) as contiguous arrays, each group
-    followed by its vertex incidence CSR: the EL argument of the per-vertex kernels (sweep.elastic_vertex)."""
+class Elements(NamedTuple):
+    """Every elastic group of an ElasticTerms (energies/elasticity.py) as contiguous arrays, each group
+    followed by its vertex incidence CSR (incidence()): the EL argument of the per-vertex kernels
+    (sweep.elastic_vertex). Per group of E elements: the elements of vertex v are
+    <g>_elem[<g>_start[v]:<g>_start[v + 1]] (int32), v being vertex number <g>_slot[j] (int32) of each;
+    <g>_start is (n + 1,) int64.
+
+    Membranes (T triangles, cloth and shells in plane):
+    tris         (T, 3) int32      vertex indices
+    tri_Dm_inv   (T, 2, 2) float64 1/m, inverse rest shape matrices
+    tri_w        (T,) float64      m^3, rest area x thickness
+    tri_mu       (T,) float64      Pa, Lame mu
+    tri_lam      (T,) float64      Pa, Lame lambda
+    tri_start, tri_elem, tri_slot  vertex -> triangle CSR
+    Cloth bending stencils (S stencils, shell_bending.py):
+    shells       (S, 6) int32      (v0, v1, v2, f0, f1, f2): a triangle and its three flap vertices
+    shell_K      (S, 3, 3) float64 J, stiffness of the three hinge angles
+    shell_th0    (S, 3) float64    rad, rest dihedral angles
+    shell_start, shell_elem, shell_slot  vertex -> stencil CSR
+    Tetrahedra (E tets):
+    tets         (E, 4) int32      vertex indices
+    tet_Dm_inv   (E, 3, 3) float64 1/m, inverse rest shape matrices
+    tet_vol      (E,) float64      m^3, rest volumes
+    tet_mu       (E,) float64      Pa, Lame mu
+    tet_lam      (E,) float64      Pa, Lame lambda
+    tet_model    (E,) int32        material model code (energies/isotropic_models.py)
+    tet_start, tet_elem, tet_slot  vertex -> tet CSR
+    Rod stretch (R edges):
+    rods         (R, 2) int32      vertex indices
+    rod_rest     (R,) float64      m, rest lengths
+    rod_k        (R,) float64      N, stretch stiffness (E A)
+    rod_start, rod_elem, rod_slot  vertex -> rod edge CSR
+    Rod bending (B hinges):
+    bends        (B, 3) int32      vertex indices (the middle one is the hinge)
+    bend_kw      (B,) float64      J, k w: bending stiffness (N m^2) x hinge weight 1 / l_bar (bending.py)
+    bend_d0      (B,) float64      rest |d| = |t_2 - t_1| of the unit tangents (dimensionless)
+    bend_start, bend_elem, bend_slot  vertex -> rod hinge CSR
+    """
+
+    tris: np.ndarray
+    tri_Dm_inv: np.ndarray
+    tri_w: np.ndarray
+    tri_mu: np.ndarray
+    tri_lam: np.ndarray
+    tri_start: np.ndarray
+    tri_elem: np.ndarray
+    tri_slot: np.ndarray
+    shells: np.ndarray
+    shell_K: np.ndarray
+    shell_th0: np.ndarray
+    shell_start: np.ndarray
+    shell_elem: np.ndarray
+    shell_slot: np.ndarray
+    tets: np.ndarray
+    tet_Dm_inv: np.ndarray
+    tet_vol: np.ndarray
+    tet_mu: np.ndarray
+    tet_lam: np.ndarray
+    tet_model: np.ndarray
+    tet_start: np.ndarray
+    tet_elem: np.ndarray
+    tet_slot: np.ndarray
+    rods: np.ndarray
+    rod_rest: np.ndarray
+    rod_k: np.ndarray
+    rod_start: np.ndarray
+    rod_elem: np.ndarray
+    rod_slot: np.ndarray
+    bends: np.ndarray
+    bend_kw: np.ndarray
+    bend_d0: np.ndarray
+    bend_start: np.ndarray
+    bend_elem: np.ndarray
+    bend_slot: np.ndarray
+
+
+def elements(el, n_verts: int) -> Elements:
+    """The Elements pack of an ElasticTerms on n_verts vertices."""
     f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
     i32 = lambda a: np.ascontiguousarray(a, np.int32)  # noqa: E731
-    return (i32(el.tris), f64(el.tri_Dm_inv), f64(el.tri_area * el.tri_thick), f64(el.tri_mu), f64(el.tri_lam),
-            *incidence(el.tris, n_verts),
-            i32(el.shells), f64(el.shell_K), f64(el.shell_th0), *incidence(el.shells, n_verts),
-            i32(el.tets), f64(el.tet_Dm_inv), f64(el.tet_vol), f64(el.tet_mu), f64(el.tet_lam),
-            i32(el.tet_model), *incidence(el.tets, n_verts),
-            i32(el.rod_edges), f64(el.rod_rest), f64(el.rod_k), *incidence(el.rod_edges, n_verts),
-            i32(el.rod_bends), f64(el.rod_kw), f64(el.rod_d0), *incidence(el.rod_bends, n_verts))
+    return Elements(i32(el.tris), f64(el.tri_Dm_inv), f64(el.tri_area * el.tri_thick), f64(el.tri_mu),
+                    f64(el.tri_lam), *incidence(el.tris, n_verts),
+                    i32(el.shells), f64(el.shell_K), f64(el.shell_th0), *incidence(el.shells, n_verts),
+                    i32(el.tets), f64(el.tet_Dm_inv), f64(el.tet_vol), f64(el.tet_mu), f64(el.tet_lam),
+                    i32(el.tet_model), *incidence(el.tets, n_verts),
+                    i32(el.rod_edges), f64(el.rod_rest), f64(el.rod_k), *incidence(el.rod_edges, n_verts),
+                    i32(el.rod_bends), f64(el.rod_kw), f64(el.rod_d0), *incidence(el.rod_bends, n_verts))
 
 
 def color_arrays(el, n_verts: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from solver_server.contact.barrier_pair import pair_energy, pair_terms
 from . import body_kernels as _bk
 from .body_terms import (body_scratch, friction_block, friction_energy, friction_u, friction_u_hessian, ray_scratch,
                          slot_positions)
-from .body_plan import body_pair_lists, coupling_keys
+from .body_plan import body_pairs, coupling_keys
 
 CG_ITERATIONS = 60     # preconditioned CG iterations at most
 CG_TOL = 1.0e-8        # relative residual of the CG solve
@@ -57,7 +57,8 @@ def _trial_slots(ids, k, x, Q, vbody, free, xh, xh_start, voff, pos, X):
 def joint_energy(Q, x, inv_h2, AB, CT, FR, free, pmask, fmask):
     """The free bodies' objective at rows Q: inertia + orthogonality per body, barrier and friction of
     every pair touching a free body once (pmask / fmask: those pairs)."""
-    yb, L, kV, mbar, voff, xh, xh_start, vbody = AB[1], AB[3], AB[4], AB[5], AB[6], AB[8], AB[9], AB[10]
+    yb, L, kV, mbar = AB.inertia, AB.L, AB.kV, AB.mbar
+    voff, xh, xh_start, vbody = AB.voff, AB.xhat, AB.xh_start, AB.vbody
     a = np.empty(9)
     X = np.empty(12)
     pos = np.empty(3)
@@ -71,8 +72,8 @@ def joint_energy(Q, x, inv_h2, AB, CT, FR, free, pmask, fmask):
                 for t in range(4):
                     e += 0.5 * inv_h2 * mbar[b, s, t] * (q[s, c] - yb[4 * b + s, c]) * (q[t, c] - yb[4 * b + t, c])
         e += _bk.orth_energy_rows(q, L[b], kV[b], a)
-    pids, pee, poff, peps, dhat, kappa = CT[0], CT[1], CT[2], CT[3], CT[7], CT[8]
-    fids = FR[0]
+    pids, pee, poff, peps, dhat, kappa = CT.ids, CT.is_ee, CT.off, CT.epsx, CT.dhat, CT.kappa
+    fids = FR.ids
     for k in range(pids.shape[0]):
         if not pmask[k]:
             continue
@@ -131,9 +132,9 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
     """The coupled body system at the current rows: (free (nb,), neighbour CSR start over keys, gradient
     G (nb, 12), diagonal blocks Hd (nb, 12, 12), off-diagonal blocks Ho (len(keys), 12, 12), masks of the
     barrier and friction pairs touching a free body)."""
-    zb, voff, nv, xh, xh_start, vbody, bpresc = AB[0], AB[6], AB[7], AB[8], AB[9], AB[10], AB[11]
+    zb, voff, xh, xh_start, vbody, bpresc = AB.rows, AB.voff, AB.xhat, AB.xh_start, AB.vbody, AB.presc
     nbod = voff.shape[0]
-    pids, fids = CT[0], FR[0]
+    pids, fids = CT.ids, FR.ids
     free = np.empty(nbod, np.bool_)
     for b in range(nbod):
         free[b] = not bpresc[b]
@@ -142,9 +143,7 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
         nbr_s[keys[e] // nbod + 1] += 1
     for b in range(nbod):
         nbr_s[b + 1] += nbr_s[b]
-    bp_s, bp_k = body_pair_lists(pids, vbody, nbod)
-    bf_s, bf_k = body_pair_lists(fids, vbody, nbod)
-    BL = (bp_s, bp_k, bf_s, bf_k)
+    BL = body_pairs(pids, fids, vbody, nbod)
     # diagonal blocks and gradient
     G = np.zeros((nbod, 12))
     Hd = np.zeros((nbod, 12, 12))
@@ -156,19 +155,19 @@ def joint_system(x, inv_h2, CT, FR, AB, keys):
         for r in range(4):
             for c in range(3):
                 q[r, c] = zb[4 * b + r, c]
-        _bk.body_grad_hess(b, q, x, AB[1][4 * b:4 * b + 4], inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj)
+        _bk.body_grad_hess(b, q, x, AB.inertia[4 * b:4 * b + 4], inv_h2, AB, CT, FR, BL, g, H, SC, X, pos, a, wi, wj)
         for i in range(12):
             G[b, i] = g[i]
             for j in range(12):
                 Hd[b, i, j] = H[i, j]
     # off-diagonal blocks from pairs spanning two free bodies
     Ho = np.zeros((keys.shape[0], 12, 12))
-    pee, poff, peps, dhat, kappa = CT[1], CT[2], CT[3], CT[7], CT[8]
-    fcoef, fT = FR[1], FR[2]
+    pee, poff, peps, dhat, kappa = CT.is_ee, CT.off, CT.epsx, CT.dhat, CT.kappa
+    fcoef, fT = FR.coef, FR.T
     pmask = np.zeros(pids.shape[0], np.bool_)
     fmask = np.zeros(fids.shape[0], np.bool_)
-    Hp = SC[6]
-    slots = SC[12]
+    Hp = SC.hess
+    slots = SC.slots
     bs = np.empty(4, np.int64)
     for k in range(pids.shape[0]):
         nf = 0
@@ -306,9 +305,9 @@ def joint_direction(G, Hd, Ho, keys, nbr_s, free):
 def joint_step(x, target, inv_h2, BD, CT, FR, AB):
     """One bounded Newton step of all free bodies together (module doc). Returns the number of vertices
     of bodies whose admissible set cut the step (0 when it was taken whole or nothing is coupled)."""
-    zb, voff, nv, vbody, bpresc = AB[0], AB[6], AB[7], AB[10], AB[11]
+    zb, voff, nv, vbody, bpresc = AB.rows, AB.voff, AB.nv, AB.vbody, AB.presc
     nbod = voff.shape[0]
-    keys = coupling_keys(CT[0], FR[0], vbody, bpresc, nbod)
+    keys = coupling_keys(CT.ids, FR.ids, vbody, bpresc, nbod)
     if keys.shape[0] == 0:
         return 0
     free, nbr_s, G, Hd, Ho, pmask, fmask = joint_system(x, inv_h2, CT, FR, AB, keys)

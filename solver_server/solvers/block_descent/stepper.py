@@ -35,14 +35,15 @@ from solver_server.contact.terms import EPS_V
 from solver_server.integrators.step_stats import StepStats
 from solver_server.model.system import System
 from .affine_block import AffineBlocks, affine_initial_guess, drop_vertices
-from .bounds import GAMMA, PairCache, detect
+from .bounds import GAMMA, PairCache, detect, unbounded
 from .collider_carry import KEEP_DHAT, ColliderCarry
-from .dihedral_cache import dihedral_table
+from .dihedral_cache import dihedral_cache
 from .free_translation import FreeTranslation
 from .global_correction import GlobalCorrection
-from .incidence import color_arrays, element_tuple, incidence
+from .incidence import color_arrays, elements
 from .inertial_guess import inertial_guess, predicted_positions
 from .sweep import initial_guess, run_sweeps
+from .vertex_contact import FrictionPack, contact_pack, friction_pack, no_contact
 
 STEPS_PER_SUBSTEP = 4  # block-descent steps per solver step of the scene (Settings.substeps): h = dt / substeps / 4
 SWEEP_BUDGET = 16      # colour-sweep budget per block-descent step (VBD: few sweeps, small steps; with the global
@@ -65,16 +66,6 @@ CUT_FRACTION = 0.02   # re-detect contact at once when this fraction of the vert
 COLLIDER_CARRY = True  # before a detection, move keyframed colliders to their targets carrying the free
                        # vertices in their way, as far as CCD allows (collider_carry.py); False: only the
                        # sweeps move colliders (sweep._move_colliders, ~gamma s_k per detection in contact)
-
-
-def contact_tuple(det, n: int, dhat: float, kappa: float) -> tuple:
-    """The sweep's barrier pairs CT of a detection: (ids, is_ee, off, epsx, vertex -> pair CSR
-    start / pair / slot, dhat (m), kappa, s0 (K,) m contact distances at the detection, centre (n, 3) m
-    the detection point, D (n,) m each vertex's move from the centre, which the kernels keep current
-    (vertex_contact.moves_from_centre)); s0 and D let a vertex skip a pair that cannot be active yet
-    (vertex_contact.may_be_active)."""
-    return (det.ids, det.is_ee, det.off, det.epsx, *incidence(det.ids, n), dhat, kappa, det.s0, det.center,
-            np.zeros(n))
 
 
 class BlockDescentStepper:
@@ -100,10 +91,8 @@ class BlockDescentStepper:
         self.n_elements = el.n_elements()
         self.col_start, self.col_verts = color_arrays(el, n)
         self.n_colors = len(self.col_start) - 1
-        self.EL = element_tuple(el, n)
-        slot_edge, slot_flip, quad, q_start, q_edge = dihedral_table(self.EL[8], n)
-        ne = len(quad)
-        self.SH = (slot_edge, slot_flip, quad, q_start, q_edge, np.zeros(ne), np.zeros((ne, 4, 3)), np.zeros(ne))
+        self.EL = elements(el, n)
+        self.SH = dihedral_cache(self.EL.shells, n)
         self.presc = np.zeros(n, np.bool_)
         self.presc[sys.bc_index[sys.bc_index < n]] = True
         # affine bodies: one 12-DOF block each (affine_block.py); their slaved vertices are prescribed
@@ -137,7 +126,7 @@ class BlockDescentStepper:
         self.carry = None
         if contact is not None and COLLIDER_CARRY and self.n_groups:
             in_tet = np.zeros(n, bool)
-            in_tet[self.EL[14].ravel()] = True
+            in_tet[self.EL.tets.ravel()] = True
             carriable = self.on_surface & sys.dynamic[:n] & ~self.presc & ~in_tet
             self.carry = ColliderCarry(contact.mesh, self.group, self.n_groups, carriable, KEEP_DHAT * contact.dhat)
         self.carry_passes = 0
@@ -174,27 +163,15 @@ class BlockDescentStepper:
                 self.pairs.x_ref, self.pairs.ps, self.pairs.r_built = None, None, 0.0
 
     # --- pieces -----------------------------------------------------------------------------------
-    def _empty_contact(self, dhat: float, kappa: float) -> tuple:
-        z4 = np.zeros((0, 4), np.int32)
-        s0 = np.zeros(self.s.n + 1, np.int64)
-        return (z4, np.zeros(0, np.uint8), np.zeros(0), np.zeros(0), s0, np.zeros(0, np.int32),
-                np.zeros(0, np.int32), dhat, kappa, np.zeros(0), np.zeros((self.s.n, 3)), np.zeros(self.s.n))
-
-    def _friction_tuple(self, x_n: np.ndarray, eps: float, x_ref: Optional[np.ndarray] = None) -> tuple:
+    def _friction_pack(self, x_n: np.ndarray, eps: float, x_ref: Optional[np.ndarray] = None) -> FrictionPack:
         """Lagged friction set up at x_n; slip measured from x_ref (default x_n; BDF-2: x_hat)."""
-        n = self.s.n
         x_ref = x_n if x_ref is None else np.ascontiguousarray(x_ref)
         ct = self.contact
         fs = None
         if ct is not None:
             ct.friction_setup_pairs(x_n, self.pairs.near(x_n, ct.dhat))
             fs = ct.fs
-        if fs is None or len(fs) == 0:
-            return (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 3, 2)), np.zeros(0),
-                    np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), x_ref, eps)
-        ids = np.ascontiguousarray(fs.ids, np.int32)
-        return (ids, np.ascontiguousarray(fs.coef), np.ascontiguousarray(fs.T), np.ascontiguousarray(fs.mu_lambda),
-                *incidence(ids, n), x_ref, eps)
+        return friction_pack(fs, self.s.n, x_ref, eps)
 
     def _query_radius(self, x: np.ndarray, target: np.ndarray) -> float:
         """Broad-phase distance (m): large enough that a vertex can make its whole predicted move
@@ -235,12 +212,12 @@ class BlockDescentStepper:
             target[s.bc_index] = s.bc_target(frame_end)
         qt = self.affine.query_targets(y, target)
         x = x_n.copy()
-        AB = self.affine.tuple(x, y, target)
+        AB = self.affine.pack(x, y, target)
         xz, tz, x, y, target = x, target, x[:N], y[:N], target[:N]   # vertex rows: views into z
         ct = self.contact
         dhat = ct.dhat if ct is not None else 0.0
         kappa = ct.kappa if ct is not None else 0.0
-        FR = self._friction_tuple(x_n[:N], EPS_V * h_e, x_hat[:N])
+        FR = self._friction_pack(x_n[:N], EPS_V * h_e, x_hat[:N])
         x1 = x.copy()
         x2 = x.copy()
         out = np.zeros(6)
@@ -255,7 +232,7 @@ class BlockDescentStepper:
             if ct is not None and INERTIAL_GUESS:
                 # the start: every free vertex as far along its predicted move as CCD allows (inertial_guess.py)
                 guess = predicted_positions(x_n[:N], self.v[:N], self.v_prev, h, self.gravity, dyn)
-                x[:], _, _ = inertial_guess(x, guess, dyn, ct.mesh, self.EL[14])
+                x[:], _, _ = inertial_guess(x, guess, dyn, ct.mesh, self.EL.tets)
             extra = PRESCRIBED_EXTRA
             detect_next = True
             while left > 0 or (extra > 0 and not self._arrived(xz, tz)):
@@ -268,11 +245,11 @@ class BlockDescentStepper:
                                  self.pairs)
                     self.detections += 1
                     min_d = min(min_d, det.min_distance)
-                    CT = contact_tuple(det, s.n, dhat, kappa)
-                    BD = (det.center, det.radius, det.cs_start, det.cs_u, det.cs_b)
+                    CT = contact_pack(det, s.n, dhat, kappa)
+                    BD = det.bounds()
                 elif ct is None:
-                    CT = self._empty_contact(0.0, 0.0)
-                    BD = (x.copy(), np.full(s.n, np.inf), np.zeros(s.n + 1, np.int64), np.zeros((0, 3)), np.zeros(0))
+                    CT = no_contact(s.n, 0.0, 0.0)
+                    BD = unbounded(x)
                 if first:
                     if ct is None or not INERTIAL_GUESS:
                         initial_guess(x, y, self.presc, BD, self.EL)

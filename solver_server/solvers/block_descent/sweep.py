@@ -55,7 +55,8 @@ def _solve3(H, g, out):
 
 @njit(cache=True, fastmath=False, inline="always")
 def _membranes(v, x, EL, g, H):
-    tris, tri_Dm, tri_w, tri_mu, tri_lam, vt_s, vt_e, vt_k = EL[0], EL[1], EL[2], EL[3], EL[4], EL[5], EL[6], EL[7]
+    tris, tri_Dm, tri_w, tri_mu, tri_lam = EL.tris, EL.tri_Dm_inv, EL.tri_w, EL.tri_mu, EL.tri_lam
+    vt_s, vt_e, vt_k = EL.tri_start, EL.tri_elem, EL.tri_slot
     for j in range(vt_s[v], vt_s[v + 1]):
         e = vt_e[j]
         membrane_vertex(x, tris[e], tri_Dm[e], tri_w[e], tri_mu[e], tri_lam[e], vt_k[j], g, H, True)
@@ -64,9 +65,11 @@ def _membranes(v, x, EL, g, H):
 @njit(cache=True, fastmath=False, inline="always")
 def _solid_and_rod_terms(v, x, EL, g, H, J, s5, dv, r):
     """Tets, rod stretch and rod bends at vertex v."""
-    (tets, tet_Dm, tet_vol, tet_mu, tet_lam, tet_model, vT_s, vT_e, vT_k,
-     rods, rod_rest, rod_k, vr_s, vr_e, vr_k,
-     rb, rb_kw, rb_d0, vb_s, vb_e, vb_k) = EL[14:]
+    tets, tet_Dm, tet_vol, tet_mu, tet_lam, tet_model = (EL.tets, EL.tet_Dm_inv, EL.tet_vol, EL.tet_mu, EL.tet_lam,
+                                                         EL.tet_model)
+    vT_s, vT_e, vT_k = EL.tet_start, EL.tet_elem, EL.tet_slot
+    rods, rod_rest, rod_k, vr_s, vr_e, vr_k = EL.rods, EL.rod_rest, EL.rod_k, EL.rod_start, EL.rod_elem, EL.rod_slot
+    rb, rb_kw, rb_d0, vb_s, vb_e, vb_k = EL.bends, EL.bend_kw, EL.bend_d0, EL.bend_start, EL.bend_elem, EL.bend_slot
     for j in range(vT_s[v], vT_s[v + 1]):
         e = vT_e[j]
         tet_vertex(x, tets[e], tet_Dm[e], tet_vol[e], tet_mu[e], tet_lam[e], tet_model[e], vT_k[j], g, H, True)
@@ -82,8 +85,9 @@ def _solid_and_rod_terms(v, x, EL, g, H, J, s5, dv, r):
 def elastic_vertex(v, x, EL, g, H, J, s5, dv, r):
     """Add every elastic term's gradient (N) and PSD block (N/m) at vertex v into g (3,), H (3, 3):
     the membranes, cloth bending triangles, tets, rod stretch and rod bends that touch v
-    (EL from incidence.element_tuple)."""
-    shl, shl_K, shl_t0, vh_s, vh_e, vh_k = EL[8], EL[9], EL[10], EL[11], EL[12], EL[13]
+    (EL: incidence.Elements)."""
+    shl, shl_K, shl_t0 = EL.shells, EL.shell_K, EL.shell_th0
+    vh_s, vh_e, vh_k = EL.shell_start, EL.shell_elem, EL.shell_slot
     _membranes(v, x, EL, g, H)
     for j in range(vh_s[v], vh_s[v + 1]):
         e = vh_e[j]
@@ -101,18 +105,20 @@ def _cloth_and_contact_terms(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, SC, ja
         for b in range(3):
             H[a, b] = mh if a == b else 0.0
     _membranes(v, x, EL, g, H)
-    shl_K, shl_t0, vh_s, vh_e, vh_k = EL[9], EL[10], EL[11], EL[12], EL[13]
-    slot_edge, slot_flip, th, gr, ok = SH[0], SH[1], SH[5], SH[6], SH[7]
+    shl_K, shl_t0, vh_s, vh_e, vh_k = EL.shell_K, EL.shell_th0, EL.shell_start, EL.shell_elem, EL.shell_slot
+    slot_edge, slot_flip, th, gr, ok = SH.slot_edge, SH.slot_flip, SH.theta, SH.grad, SH.ok
     for j in range(vh_s[v], vh_s[v + 1]):
         e = vh_e[j]
         shell_vertex_cached(e, vh_k[j], shl_K[e], shl_t0[e], slot_edge, slot_flip, th, gr, ok, g, H, ja)
-    (pids, pee, poff, peps, vp_s, vp_e, vp_k, dhat, kappa, ps0, pc, pD) = CT
+    pids, pee, poff, peps, dhat, kappa = CT.ids, CT.is_ee, CT.off, CT.epsx, CT.dhat, CT.kappa
+    vp_s, vp_e, vp_k, ps0, pD = CT.start, CT.pair, CT.slot, CT.s0, CT.D
     for j in range(vp_s[v], vp_s[v + 1]):
         k = vp_e[j]
         if not may_be_active(pD, pids, pee, ps0, k, dhat):
             continue
         barrier_vertex(x, pids, pee, poff, peps, k, vp_k[j], dhat, kappa, g, H, SC)
-    (fids, fcoef, fT, fml, vf_s, vf_e, vf_k, x_fr, eps_f) = FR
+    fids, fcoef, fT, fml, x_fr, eps_f = FR.ids, FR.coef, FR.T, FR.mu_lambda, FR.x_ref, FR.eps
+    vf_s, vf_e, vf_k = FR.start, FR.pair, FR.slot
     for j in range(vf_s[v], vf_s[v + 1]):
         friction_vertex(x, x_fr, fids, fcoef, fT, fml, vf_e[j], vf_k[j], eps_f, g, H)
 
@@ -135,7 +141,7 @@ def vertex_terms(verts, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, SC, ja)
 @njit(cache=True, fastmath=False)
 def solid_terms(verts, x, skip, EL, G, HH):
     """Add the tet, rod-stretch and rod-bend terms of vertex verts[j] to G[j], HH[j] (vertex_terms)."""
-    vT_s, vr_s, vb_s = EL[20], EL[26], EL[32]
+    vT_s, vr_s, vb_s = EL.tet_start, EL.rod_start, EL.bend_start
     J = np.zeros((3, 12))
     s5 = np.empty((5, 3))
     dv = np.empty(3)
@@ -153,7 +159,7 @@ def _vertex_step(v, x, y, mass, inv_h2, EL, SH, CT, FR, g, H, J, s5, dv, r, SC, 
     checks of the assembled terms (tests); the sweep itself runs whole colours."""
     vs = np.full(1, v, np.int32)
     skip = np.zeros(x.shape[0], np.bool_)
-    moves_from_centre(x, CT[10], vs[:0], CT[11])
+    moves_from_centre(x, CT.centre, vs[:0], CT.D)
     G = np.empty((1, 3))
     HH = np.empty((1, 3, 3))
     vertex_terms(vs, x, y, mass, inv_h2, skip, EL, SH, CT, FR, G, HH, SC, s5[0:3])
@@ -213,11 +219,10 @@ def _admissible_move(v, x, p, BD, EL, slide):
 def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
     """_admissible_move with caller-provided scratch cur, dx, nb (3,): no allocation per vertex
     (and compiled without reference counting, as _cloth_and_contact_terms)."""
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     for a in range(3):
         cur[a] = x[v, a]
         dx[a] = p[a] - cur[a]
-    t = ray_fraction(v, cur, dx, BDn)
+    t = ray_fraction(v, cur, dx, BD, nb)
     cut = 0
     if t < 1.0:
         cut = 1
@@ -229,11 +234,11 @@ def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
             for a in range(3):
                 cur[a] = p[a]
                 dx[a] = rest * dx[a] - max(into, 0.0) * nb[a]
-            t2 = ray_fraction(v, cur, dx, BDn)
+            t2 = ray_fraction(v, cur, dx, BD, nb)
             for a in range(3):
                 p[a] = cur[a] + t2 * dx[a]
-    tets = EL[14]
-    vT_s, vT_e, vT_k = EL[20], EL[21], EL[22]
+    tets = EL.tets
+    vT_s, vT_e, vT_k = EL.tet_start, EL.tet_elem, EL.tet_slot
     t = 1.0
     for j in range(vT_s[v], vT_s[v + 1]):
         e = vT_e[j]
@@ -259,7 +264,6 @@ def _move_colliders(x, target, group, n_groups, BD):
         return False
     frac = np.ones(n_groups)
     nb = np.empty(3)
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     cur = np.empty(3)
     dx = np.empty(3)
     for v in range(x.shape[0]):
@@ -273,7 +277,7 @@ def _move_colliders(x, target, group, n_groups, BD):
             if dx[a] != 0.0:
                 moving = True
         if moving:
-            frac[gi] = min(frac[gi], ray_fraction(v, cur, dx, BDn))
+            frac[gi] = min(frac[gi], ray_fraction(v, cur, dx, BD, nb))
     for v in range(x.shape[0]):
         gi = group[v]
         if gi < 0:
@@ -328,8 +332,8 @@ def _sweep_color(verts, x, y, mass, inv_h2, presc, group, target, BD, EL, SH, CT
         v = verts[j]
         for a in range(3):
             x[v, a] = newp[j, a]
-    refresh_dihedrals(x, verts, SH[3], SH[4], SH[2], SH[5], SH[6], SH[7], parallel)
-    moves_from_centre(x, CT[10], verts, CT[11])
+    refresh_dihedrals(x, verts, SH.v_start, SH.v_edge, SH.quad, SH.theta, SH.grad, SH.ok, parallel)
+    moves_from_centre(x, CT.centre, verts, CT.D)
 
 
 @njit(cache=True, fastmath=False)
@@ -343,17 +347,16 @@ def _accelerate(x, xbar, x_prev2, omega, presc, BD, EL, vol_before):
     cur = np.empty(3)
     dx = np.empty(3)
     nb = np.empty(3)
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     for v in range(n):
         if presc[v]:
             continue
         for a in range(3):
             cur[a] = xbar[v, a]
             dx[a] = omega * (xbar[v, a] - x_prev2[v, a]) + x_prev2[v, a] - xbar[v, a]
-        t = ray_fraction(v, cur, dx, BDn)
+        t = ray_fraction(v, cur, dx, BD, nb)
         for a in range(3):
             x[v, a] = cur[a] + t * dx[a]
-    tets = EL[14]
+    tets = EL.tets
     for e in range(tets.shape[0]):
         V = tet_volume_moving(x, tets[e], 0, x[tets[e, 0]])
         if V < VOLUME_KEEP * vol_before[e]:
@@ -370,13 +373,12 @@ def initial_guess(x, y, presc, BD, EL):
     each free vertex moved towards it as far as its admissible set allows; reverted if a tet
     would lose more than 1 - VOLUME_KEEP of its volume."""
     n = x.shape[0]
-    tets = EL[14]
+    tets = EL.tets
     vol_before = np.empty(tets.shape[0])
     _tet_volumes(x, tets, vol_before)
     x_old = x.copy()
     p = np.empty(3)
     nb = np.empty(3)
-    BDn = (BD[0], BD[1], BD[2], BD[3], BD[4], nb)
     cur = np.empty(3)
     dx = np.empty(3)
     for v in range(n):
@@ -385,7 +387,7 @@ def initial_guess(x, y, presc, BD, EL):
         for a in range(3):
             cur[a] = x_old[v, a]
             dx[a] = y[v, a] - x_old[v, a]
-        t = ray_fraction(v, cur, dx, BDn)
+        t = ray_fraction(v, cur, dx, BD, nb)
         for a in range(3):
             x[v, a] = cur[a] + t * dx[a]
     for e in range(tets.shape[0]):
@@ -419,10 +421,10 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     detection (out[2] = vertices cut: the caller re-detects contact, which re-centres the sets).
     x_prev1/x_prev2, the sweep count k_cheb and omega carry the acceleration across calls.
     out = (sweeps done, largest free residual length (m), cut, converged, Chebyshev count, omega after).
-    AB: the affine bodies (affine_block.AffineBlocks.tuple), each one 12-DOF block updated after the
+    AB: the affine bodies (affine_block.AffinePack), each one 12-DOF block updated after the
     vertex colours of every sweep; their vertices are prescribed here (presc) and left out of the colours."""
     n = x.shape[0]
-    tets = EL[14]
+    tets = EL.tets
     vol_before = np.empty(tets.shape[0])
     ncol = col_start.shape[0] - 1
     maxlen = 0
@@ -436,7 +438,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
         if group[v] >= 0:
             skip[v] = True
     bstat = np.zeros(3)
-    dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
+    dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)
     done = 0
     since_detect = 0
     big = 0.0
@@ -444,7 +446,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
     conv = 0
     for it in range(max_sweeps):
         blocked = _move_colliders(x, target, group, n_groups, BD)
-        moves_from_centre(x, CT[10], col_verts[:0], CT[11])   # every vertex: colliders, bodies and the
+        moves_from_centre(x, CT.centre, col_verts[:0], CT.D)   # every vertex: colliders, bodies and the
                                                                # acceleration moved some since the last sweep
         if blocked and since_detect >= 2:
             cut = cut_limit
@@ -485,7 +487,7 @@ def run_sweeps(max_sweeps, x, y, mass, inv_h2, presc, group, n_groups, target, B
                 _tet_volumes(x, tets, vol_before)
                 if not _accelerate(x, xbar, x_prev2, omega, presc, BD, EL, vol_before):
                     k_cheb = 0
-                dihedrals_all(x, SH[2], SH[5], SH[6], SH[7])
+                dihedrals_all(x, SH.quad, SH.theta, SH.grad, SH.ok)
         else:
             k_cheb = 0
         reached = True
