@@ -95,7 +95,7 @@ class _RecordingLayout:
         self.log.append((name, self.active, kw.get("expand", False)))
 
     def label(self, *a, **k):
-        self.log.append(("label: " + k.get("text", ""), self.active, False))
+        pass
 
     def operator(self, *a, **k):
         return type("Op", (), {})()
@@ -113,6 +113,18 @@ def test_bake_settings_panel_shows_it_right_after_substeps(blender, backend, act
     assert log[i][1] is active and log[i][2] is True   # greyed out when the backend ignores it; buttons
 
 
+class _LabelLayout(_RecordingLayout):
+    """_RecordingLayout that also records the text of every label, as ("label: <text>", active, False)."""
+
+    def _child(self, *a, **k):
+        return _LabelLayout(self.log)
+
+    row = column = box = split = _child
+
+    def label(self, *a, **k):
+        self.log.append(("label: " + k.get("text", ""), self.active, False))
+
+
 @pytest.mark.parametrize("quality", ["ACCURATE", "FAST"])
 def test_panel_says_what_the_quality_guarantees(blender, quality):
     """Under the buttons: Converged says every step meets Newton Tolerance; Preview says its steps are not
@@ -121,7 +133,7 @@ def test_panel_says_what_the_quality_guarantees(blender, quality):
     s = bpy.context.scene.clearance
     s.backend, s.solver_quality = "AUTO", quality
     log = []
-    bpy.types.CLEARANCE_PT_bake_settings.draw(type("P", (), {"layout": _RecordingLayout(log)})(), bpy.context)
+    bpy.types.CLEARANCE_PT_bake_settings.draw(type("P", (), {"layout": _LabelLayout(log)})(), bpy.context)
     text = " | ".join(n for n, _, _ in log if n.startswith("label: "))
     assert "No intersection" in text
     if quality == "FAST":
