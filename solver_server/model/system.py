@@ -112,6 +112,163 @@ def _solid(body: Body, mat_E: float, progress: Callable, tet_spacing: Optional[f
     return mesh, Dm_inv, vol
 
 
+@dataclass
+class _Parts:
+    """What the per-role builders append to while build_system walks the bodies: element lists (one
+    tuple of arrays per body, concatenated at the end), the collision surface, the prescribed vertices
+    and their sampled targets, and the stiff bodies' specs."""
+    faces: list = field(default_factory=list)
+    edges: list = field(default_factory=list)
+    tets: list = field(default_factory=list)
+    tets10: list = field(default_factory=list)
+    tris: list = field(default_factory=list)
+    hinges: list = field(default_factory=list)
+    rods: list = field(default_factory=list)
+    bends: list = field(default_factory=list)
+    bc_idx: list = field(default_factory=list)
+    bc_samples: list = field(default_factory=list)
+    abd_specs: list = field(default_factory=list)
+    abd_anim: list = field(default_factory=list)
+    abd_vel: list = field(default_factory=list)
+
+
+def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
+    """A stiff body as an affine body: (nodes, lumped mass kg, contact offsets m); its 12 DOFs are
+    appended after the vertex rows by _add_affine_bodies."""
+    from solver_server.bodies import BodySpec, mass_properties
+    mat = body.material
+    check_solid(body.name, V, tris)
+    if body.pin_indices.size:
+        raise SceneError(f"{body.name}: a stiff body cannot be pinned by a vertex group; keyframe the "
+                         "object instead (it then follows its animation as a whole)", body.name, "pin_indices")
+    mp = mass_properties(V, tris, mat.density)
+    P.faces.append(tris + off)
+    P.abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1))
+    P.abd_anim.append(body.animation)
+    P.abd_vel.append(vel)
+    return V, np.full(len(V), mp.mass / len(V)), np.zeros(len(V))  # mass descriptive only (inertia is in z)
+
+
+def _solid_part(body: Body, tris, off: int, P: _Parts, progress, spacing) -> tuple:
+    """A solid (or a stiff FEM solid) as linear or quadratic tets: (nodes, lumped mass, offsets)."""
+    mat = body.material
+    E = mat.youngs_modulus if body.role == "solid" else max(mat.youngs_modulus, STIFF_MODULUS)
+    mesh, Dm_inv, vol = _solid(body, E, progress, spacing)
+    mu, lam = lame(E, mat.poisson_ratio)
+    T = len(mesh.tets)
+    per_tet = (Dm_inv, vol, np.full(T, mu), np.full(T, lam), np.full(T, MODEL_IDS[mat.model], np.int32))
+    if body.role == "solid" and mat.element == "quadratic":
+        nodes, t10 = elastic_tet10.add_midedge_nodes(mesh.nodes, mesh.tets)
+        P.tets10.append((t10 + off,) + per_tet)
+        m = elastic_tet10.lumped_mass(t10, vol, mat.density, len(nodes))
+        P.faces.append(split_surface(tris, t10) + off)
+    else:
+        nodes = mesh.nodes
+        P.tets.append((mesh.tets + off,) + per_tet)
+        m = np.zeros(len(nodes))
+        np.add.at(m, mesh.tets.ravel(), np.repeat(mat.density * vol / 4.0, 4))
+        P.faces.append(tris + off)
+    return nodes, m, np.zeros(len(nodes))
+
+
+def _cloth_part(body: Body, V, tris, off: int, P: _Parts) -> tuple:
+    """A cloth: plane-stress membrane + shell bending, the vertex-group maps (stretch, bending, mass,
+    shrink) applied per triangle; (nodes, lumped mass, offsets = thickness / 2)."""
+    mat = body.material
+    check_triangles(body.name, V, tris)
+    vsc = getattr(body, "vertex_scales", None)
+    tsc = np.ones((len(tris), 4)) if vsc is None else vsc[tris].mean(axis=1)   # per-triangle map values
+    Dm_inv, area = membrane.rest_shape(V, tris)
+    Dm_inv = Dm_inv / tsc[:, 3, None, None]          # rest size scaled (shrink < 1, grow > 1)
+    area = area * tsc[:, 3] ** 2
+    mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
+    lam = 2.0 * mu * lam / (lam + 2.0 * mu)   # plane stress (a thin sheet): E nu / (1 - nu^2)
+    k = len(tris)
+    P.tris.append((tris + off, Dm_inv, area, mu * tsc[:, 0], lam * tsc[:, 0], np.full(k, mat.thickness)))
+    sh = shell_bending.shell_stencils(tris)
+    if len(sh):
+        K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness * tsc[:, 1])
+        P.hinges.append((sh + off, K, shell_bending.rest_thetas(V, sh)))
+    m = np.zeros(len(V))
+    np.add.at(m, tris.ravel(), np.repeat(mat.density * mat.thickness * triangle_areas(V, tris) / 3.0, 3))
+    if vsc is not None:
+        m *= vsc[:, 2]
+    P.faces.append(tris + off)
+    return V, m, np.full(len(V), 0.5 * mat.thickness)
+
+
+def _rod_part(body: Body, V, tris, off: int, P: _Parts) -> tuple:
+    """A rod: stretch springs and bending on its edges; (nodes, lumped mass, offsets = thickness / 2)."""
+    mat = body.material
+    e = body.edges.astype(np.int32)
+    rest = np.linalg.norm(V[e[:, 1]] - V[e[:, 0]], axis=1)
+    if (rest <= 1e-12).any():
+        raise SceneError(f"{body.name}: the rod has a zero-length edge; merge by distance", body.name, "edges")
+    area = np.pi * (0.5 * mat.thickness) ** 2
+    P.rods.append((e + off, rest, np.full(len(e), mat.youngs_modulus * area)))
+    s = bending.rod_stencils(e, len(V))
+    if len(s):
+        lbar = 0.5 * (np.linalg.norm(V[s[:, 1]] - V[s[:, 0]], axis=1) + np.linalg.norm(V[s[:, 2]] - V[s[:, 1]], axis=1))
+        P.bends.append((s + off, mat.bending_stiffness / lbar, _rest_d(1, V, s)))
+    m = np.zeros(len(V))
+    np.add.at(m, e.ravel(), np.repeat(mat.density * area * rest / 2.0, 2))
+    P.edges.append(e + off)
+    if len(tris):
+        P.faces.append(tris + off)
+    return V, m, np.full(len(V), 0.5 * mat.thickness)
+
+
+def _collider_part(body: Body, V, tris, off: int, n_frames: int, P: _Parts) -> tuple:
+    """A collider: every vertex prescribed by Body.animation (static when None); (nodes, 0 mass, 0 offsets)."""
+    check_triangles(body.name, V, tris)
+    P.faces.append(tris + off)
+    anim = body.animation.astype(np.float64) if body.animation is not None else np.repeat(V[None], n_frames, 0)
+    P.bc_idx.append(np.arange(len(V)) + off)
+    P.bc_samples.append(anim)
+    return V, np.zeros(len(V)), np.zeros(len(V))
+
+
+def _body_part(body: Body, off: int, n_frames: int, P: _Parts, progress, tet_spacing, affine: bool) -> tuple:
+    """(nodes (n, 3) m, lumped mass (n,) kg, contact offsets (n,) m) of one body, its elements appended to P."""
+    V = body.vertices.astype(np.float64)
+    tris = body.triangles.astype(np.int32)
+    if body.role == "stiff" and affine:
+        return _stiff_affine(body, V, tris, off, np.asarray(body.initial_velocity, np.float64), P)
+    if body.role in ("solid", "stiff"):
+        return _solid_part(body, tris, off, P, progress, (tet_spacing or {}).get(body.name))
+    if body.role == "cloth":
+        return _cloth_part(body, V, tris, off, P)
+    if body.role == "rod":
+        return _rod_part(body, V, tris, off, P)
+    if body.role == "collider":
+        return _collider_part(body, V, tris, off, n_frames, P)
+    raise SceneError(f"{body.name}: role {body.role!r} is not simulated by the IPC backend; use the mpm backend",
+                     body.name, "role")
+
+
+def _elastic_terms(n_verts: int, P: _Parts) -> ElasticTerms:
+    """The scene's ElasticTerms: every body's element arrays concatenated, index arrays int32."""
+    el = ElasticTerms(n_verts=n_verts)
+    if P.tets:
+        el.tets, el.tet_Dm_inv, el.tet_vol, el.tet_mu, el.tet_lam, el.tet_model = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.tets)]
+    if P.tets10:
+        el.tets10, el.tet10_Dm_inv, el.tet10_vol, el.tet10_mu, el.tet10_lam, el.tet10_model = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.tets10)]
+    if P.tris:
+        el.tris, el.tri_Dm_inv, el.tri_area, el.tri_mu, el.tri_lam, el.tri_thick = [
+            np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.tris)]
+    if P.hinges:
+        el.shells, el.shell_K, el.shell_th0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.hinges)]
+    if P.rods:
+        el.rod_edges, el.rod_rest, el.rod_k = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.rods)]
+    if P.bends:
+        el.rod_bends, el.rod_kw, el.rod_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*P.bends)]
+    for name in ("tets", "tets10", "tris", "shells", "rod_edges", "rod_bends"):
+        setattr(el, name, np.ascontiguousarray(getattr(el, name), np.int32))
+    return el
+
+
 def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing: Optional[dict] = None,
                  affine: bool = True) -> System:
     """Build the global system; ``tet_spacing`` optionally maps a body name to a lattice spacing (m).
@@ -119,151 +276,42 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     progress = progress or (lambda s, f: None)
     st = scene.settings
     F = st.n_frames
-    xs, vs, ms, dyn, offs, vbody = [], [], [], [], [], []
-    blocks = []
-    faces, edges = [], []
-    tet_l, tet10_l, tri_l, hinge_l, rod_l, bend_l = [], [], [], [], [], []
-    fr, sc, stc = [], [], []
-    bc_idx, bc_s = [], []
-    abd_specs, abd_anim, abd_vel = [], [], []
+    P = _Parts()
+    xs, vs, ms, dyn, offs, vbody, blocks, fr, sc, stc = [], [], [], [], [], [], [], [], [], []
     off = 0
     bodies = scene.bodies
     for bi, body in enumerate(bodies):
         progress("building", bi / max(len(bodies), 1))
-        mat = body.material
-        V = body.vertices.astype(np.float64)
-        tris = body.triangles.astype(np.int32)
-        n_out = V.shape[0]
-        vel = np.asarray(body.initial_velocity, np.float64)
-        if body.role == "stiff" and affine:
-            from solver_server.bodies import BodySpec, mass_properties
-            check_solid(body.name, V, tris)
-            if body.pin_indices.size:
-                raise SceneError(f"{body.name}: a stiff body cannot be pinned by a vertex group; keyframe the "
-                                 "object instead (it then follows its animation as a whole)", body.name, "pin_indices")
-            nodes = V
-            mp = mass_properties(V, tris, mat.density)
-            m = np.full(len(V), mp.mass / len(V))  # descriptive only (barrier mass scale); inertia is in z
-            o = np.zeros(len(V))
-            faces.append(tris + off)
-            abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1))
-            abd_anim.append(body.animation)
-            abd_vel.append(vel)
-        elif body.role in ("solid", "stiff"):
-            E = mat.youngs_modulus if body.role == "solid" else max(mat.youngs_modulus, STIFF_MODULUS)
-            mesh, Dm_inv, vol = _solid(body, E, progress, (tet_spacing or {}).get(body.name))
-            mu, lam = lame(E, mat.poisson_ratio)
-            T = len(mesh.tets)
-            per_tet = (Dm_inv, vol, np.full(T, mu), np.full(T, lam), np.full(T, MODEL_IDS[mat.model], np.int32))
-            if body.role == "solid" and mat.element == "quadratic":
-                nodes, t10 = elastic_tet10.add_midedge_nodes(mesh.nodes, mesh.tets)
-                tet10_l.append((t10 + off,) + per_tet)
-                m = elastic_tet10.lumped_mass(t10, vol, mat.density, len(nodes))
-                faces.append(split_surface(tris, t10) + off)
-            else:
-                nodes = mesh.nodes
-                tet_l.append((mesh.tets + off,) + per_tet)
-                m = np.zeros(len(nodes))
-                np.add.at(m, mesh.tets.ravel(), np.repeat(mat.density * vol / 4.0, 4))
-                faces.append(tris + off)
-            o = np.zeros(len(nodes))
-        elif body.role == "cloth":
-            check_triangles(body.name, V, tris)
-            nodes = V
-            vsc = getattr(body, "vertex_scales", None)
-            tsc = np.ones((len(tris), 4)) if vsc is None else vsc[tris].mean(axis=1)   # per-triangle map values
-            Dm_inv, area = membrane.rest_shape(V, tris)
-            Dm_inv = Dm_inv / tsc[:, 3, None, None]          # rest size scaled (shrink < 1, grow > 1)
-            area = area * tsc[:, 3] ** 2
-            mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
-            lam = 2.0 * mu * lam / (lam + 2.0 * mu)   # plane stress (a thin sheet): E nu / (1 - nu^2)
-            k = len(tris)
-            tri_l.append((tris + off, Dm_inv, area, mu * tsc[:, 0], lam * tsc[:, 0], np.full(k, mat.thickness)))
-            sh = shell_bending.shell_stencils(tris)
-            if len(sh):
-                K = shell_bending.shell_stiffness(V, sh, mat.bending_stiffness * tsc[:, 1])
-                hinge_l.append((sh + off, K, shell_bending.rest_thetas(V, sh)))
-            m = np.zeros(len(V))
-            np.add.at(m, tris.ravel(), np.repeat(mat.density * mat.thickness * triangle_areas(V, tris) / 3.0, 3))
-            if vsc is not None:
-                m *= vsc[:, 2]
-            o = np.full(len(V), 0.5 * mat.thickness)
-            faces.append(tris + off)
-        elif body.role == "rod":
-            nodes = V
-            e = body.edges.astype(np.int32)
-            rest = np.linalg.norm(V[e[:, 1]] - V[e[:, 0]], axis=1)
-            if (rest <= 1e-12).any():
-                raise SceneError(f"{body.name}: the rod has a zero-length edge; merge by distance", body.name, "edges")
-            area = np.pi * (0.5 * mat.thickness) ** 2
-            rod_l.append((e + off, rest, np.full(len(e), mat.youngs_modulus * area)))
-            s = bending.rod_stencils(e, len(V))
-            if len(s):
-                lbar = 0.5 * (np.linalg.norm(V[s[:, 1]] - V[s[:, 0]], axis=1) + np.linalg.norm(V[s[:, 2]] - V[s[:, 1]], axis=1))
-                bend_l.append((s + off, mat.bending_stiffness / lbar, _rest_d(1, V, s)))
-            m = np.zeros(len(V))
-            np.add.at(m, e.ravel(), np.repeat(mat.density * area * rest / 2.0, 2))
-            o = np.full(len(V), 0.5 * mat.thickness)
-            edges.append(e + off)
-            if len(tris):
-                faces.append(tris + off)
-        elif body.role == "collider":
-            check_triangles(body.name, V, tris)
-            nodes = V
-            m = np.zeros(len(V))
-            o = np.zeros(len(V))
-            faces.append(tris + off)
-            anim = body.animation.astype(np.float64) if body.animation is not None else np.repeat(V[None], F, 0)
-            bc_idx.append(np.arange(len(V)) + off)
-            bc_s.append(anim)
-        else:
-            raise SceneError(f"{body.name}: role {body.role!r} is not simulated by the IPC backend; use the mpm backend",
-                             body.name, "role")
+        nodes, m, o = _body_part(body, off, F, P, progress, tet_spacing, affine)
         if body.role not in ("collider", "stiff") and body.pin_indices.size:
             p = body.pin_indices.astype(np.int64)
-            bc_idx.append(p + off)
-            bc_s.append(body.pin_targets.astype(np.float64) if body.pin_targets is not None
-                        else np.repeat(V[p][None], F, 0))
+            P.bc_idx.append(p + off)
+            P.bc_samples.append(body.pin_targets.astype(np.float64) if body.pin_targets is not None
+                                else np.repeat(body.vertices.astype(np.float64)[p][None], F, 0))
         N = len(nodes)
         if body.role != "collider" and (m <= 0).any():
             raise SceneError(f"{body.name}: {int((m <= 0).sum())} vertices belong to no element (loose vertices); "
                              "delete them", body.name, "vertices")
+        vel = np.asarray(body.initial_velocity, np.float64)
         xs.append(nodes)
         vs.append(np.repeat(vel[None], N, 0) if body.role != "collider" else np.zeros((N, 3)))
         ms.append(m)
         dyn.append(np.full(N, body.role != "collider"))
         offs.append(o)
         vbody.append(np.full(N, bi, np.int32))
-        fr.append(mat.friction)
+        fr.append(body.material.friction)
         sc.append(body.role in ("cloth", "rod"))
         stc.append(body.role == "collider" and body.animation is None)
-        blocks.append(BodyBlock(body.name, body.role, bi, off, N, n_out))
+        blocks.append(BodyBlock(body.name, body.role, bi, off, N, body.vertices.shape[0]))
         off += N
     progress("building", 1.0)
-    el = ElasticTerms(n_verts=off)
-    if tet_l:
-        el.tets, el.tet_Dm_inv, el.tet_vol, el.tet_mu, el.tet_lam, el.tet_model = [
-            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet_l)]
-    if tet10_l:
-        el.tets10, el.tet10_Dm_inv, el.tet10_vol, el.tet10_mu, el.tet10_lam, el.tet10_model = [
-            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tet10_l)]
-    if tri_l:
-        el.tris, el.tri_Dm_inv, el.tri_area, el.tri_mu, el.tri_lam, el.tri_thick = [
-            np.ascontiguousarray(np.concatenate(z)) for z in zip(*tri_l)]
-    if hinge_l:
-        el.shells, el.shell_K, el.shell_th0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*hinge_l)]
-    if rod_l:
-        el.rod_edges, el.rod_rest, el.rod_k = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*rod_l)]
-    if bend_l:
-        el.rod_bends, el.rod_kw, el.rod_d0 = [np.ascontiguousarray(np.concatenate(z)) for z in zip(*bend_l)]
-    for name in ("tets", "tets10", "tris", "shells", "rod_edges", "rod_bends"):
-        setattr(el, name, np.ascontiguousarray(getattr(el, name), np.int32))
-    fc = np.concatenate(faces).astype(np.int32) if faces else np.zeros((0, 3), np.int32)
+    el = _elastic_terms(off, P)
+    fc = np.concatenate(P.faces).astype(np.int32) if P.faces else np.zeros((0, 3), np.int32)
     ec = _face_edges(fc)
-    if edges:
-        ec = np.unique(np.sort(np.concatenate([ec] + edges), axis=1), axis=0).astype(np.int32)
-    bc_index = np.concatenate(bc_idx).astype(np.int64) if bc_idx else np.zeros(0, np.int64)
-    bc_samples = np.concatenate(bc_s, axis=1) if bc_s else np.zeros((F, 0, 3))
+    if P.edges:
+        ec = np.unique(np.sort(np.concatenate([ec] + P.edges), axis=1), axis=0).astype(np.int32)
+    bc_index = np.concatenate(P.bc_idx).astype(np.int64) if P.bc_idx else np.zeros(0, np.int64)
+    bc_samples = np.concatenate(P.bc_samples, axis=1) if P.bc_samples else np.zeros((F, 0, 3))
     if len(np.unique(bc_index)) != len(bc_index):
         raise SceneError("a vertex is pinned twice; check the pin vertex groups", "", "pin_indices")
     x0 = np.ascontiguousarray(np.concatenate(xs))
@@ -273,8 +321,8 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
                   body_self_contact=np.array(sc, bool), body_static=np.array(stc, bool), bc_index=bc_index,
                   bc_samples=bc_samples, frame_start=st.frame_start,
                   stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off)})
-    if abd_specs:
-        _add_affine_bodies(sysm, abd_specs, abd_anim, abd_vel, F)
+    if P.abd_specs:
+        _add_affine_bodies(sysm, P.abd_specs, P.abd_anim, P.abd_vel, F)
     sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)
     return sysm
 
