@@ -80,6 +80,84 @@ def membrane_gradient_elems(x, tris, Dm_inv, area, mu, lam, thick):
     return out
 
 
+PSD_SLACK = 1e-10   # relative: a dP/dF whose smallest eigenvalue is above -PSD_SLACK * max|K_ii| counts as PSD
+
+
+@njit(cache=True, fastmath=False)
+def _clamp_out_of_plane(K, F, S):
+    """The PSD projection of dP/dF (6x6, in place) without an eigen-solver in the common case.
+
+    For dF = n w^T (n the deformed triangle's unit normal, w in R^2) every term of K but delta_rc S_jl
+    vanishes (F^T n = 0), so K vec(n w^T) = vec(n (S w)^T): the two out-of-plane modes n s_k^T, with
+    s_k the eigenvectors of the 2x2 stress S, are eigenvectors of K with the principal stresses as
+    eigenvalues. A compressed triangle (a principal stress < 0, buckling) has these negative; they
+    are clamped to 0 here in closed form. If the rest of K is PSD (a Cholesky factorisation with a
+    PSD_SLACK shift succeeds) this equals the eigenvalue clamp and True is returned; otherwise K is
+    left unchanged and False tells the caller to run the full eigen-decomposition (strong in-plane
+    compression, or a degenerate triangle)."""
+    nx = F[1, 0] * F[2, 1] - F[2, 0] * F[1, 1]
+    ny = F[2, 0] * F[0, 1] - F[0, 0] * F[2, 1]
+    nz = F[0, 0] * F[1, 1] - F[1, 0] * F[0, 1]
+    nn = np.sqrt(nx * nx + ny * ny + nz * nz)
+    scale = 0.0
+    for i in range(6):
+        scale = max(scale, abs(K[i, i]))
+    f2 = 0.0
+    for c in range(3):
+        f2 += F[c, 0] * F[c, 0] + F[c, 1] * F[c, 1]
+    if not nn > 1e-8 * f2 or scale == 0.0:
+        return False
+    n = (nx / nn, ny / nn, nz / nn)
+    a = S[0, 0]
+    b = S[0, 1]
+    c_ = S[1, 1]
+    half = 0.5 * (a - c_)
+    rad = np.sqrt(half * half + b * b)
+    Kc = K.copy()
+    for k in range(2):
+        s = 0.5 * (a + c_) + (rad if k == 0 else -rad)
+        if s >= 0.0:
+            continue
+        # eigenvector of [[a, b], [b, c]] for s, from the better-conditioned row
+        if abs(a - s) + abs(b) >= abs(c_ - s) + abs(b):
+            w0, w1 = -b, a - s
+        else:
+            w0, w1 = c_ - s, -b
+        wn = np.sqrt(w0 * w0 + w1 * w1)
+        if wn == 0.0:          # S = s I: any orthonormal pair
+            w0, w1 = (1.0, 0.0) if k == 0 else (0.0, 1.0)
+        else:
+            w0 /= wn
+            w1 /= wn
+        q = np.empty(6)
+        for r in range(3):
+            q[2 * r] = n[r] * w0
+            q[2 * r + 1] = n[r] * w1
+        for i in range(6):
+            for j in range(6):
+                Kc[i, j] -= s * q[i] * q[j]
+    # Cholesky of Kc + slack I: success means Kc >= -slack I, i.e. PSD to rounding
+    L = Kc.copy()
+    shift = PSD_SLACK * scale
+    for j in range(6):
+        d = L[j, j] + shift
+        for k in range(j):
+            d -= L[j, k] * L[j, k]
+        if not d > 0.0:
+            return False
+        d = np.sqrt(d)
+        L[j, j] = d
+        for i in range(j + 1, 6):
+            v = L[i, j]
+            for k in range(j):
+                v -= L[i, k] * L[j, k]
+            L[i, j] = v / d
+    for i in range(6):
+        for j in range(6):
+            K[i, j] = Kc[i, j]
+    return True
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def membrane_hessian_elems(x, tris, Dm_inv, area, mu, lam, thick, project):
     """Per-triangle Hessians (m, 9, 9); dP/dF is PSD-projected when ``project``.
@@ -105,7 +183,7 @@ def membrane_hessian_elems(x, tris, Dm_inv, area, mu, lam, thick, project):
                         if l == j:
                             v += m_ * FFt
                         K[2 * r + l, 2 * c + j] = v
-        if project:
+        if project and not _clamp_out_of_plane(K, F, S):
             w, Q = np.linalg.eigh(K)
             if w[0] < 0.0:
                 for i in range(6):
