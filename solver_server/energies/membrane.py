@@ -56,12 +56,39 @@ def _dN(Dm_inv):
     return d
 
 
+@njit(cache=True, fastmath=False)
+def _F_cols(x, t, D):
+    """The two columns (f0, f1) of F = D_s D_m^-1 as 3-tuples (no allocation: these kernels run per
+    triangle several times per Newton iteration)."""
+    a0 = x[t[1], 0] - x[t[0], 0]
+    a1 = x[t[1], 1] - x[t[0], 1]
+    a2 = x[t[1], 2] - x[t[0], 2]
+    b0 = x[t[2], 0] - x[t[0], 0]
+    b1 = x[t[2], 1] - x[t[0], 1]
+    b2 = x[t[2], 2] - x[t[0], 2]
+    f0 = (a0 * D[0, 0] + b0 * D[1, 0], a1 * D[0, 0] + b1 * D[1, 0], a2 * D[0, 0] + b2 * D[1, 0])
+    f1 = (a0 * D[0, 1] + b0 * D[1, 1], a1 * D[0, 1] + b1 * D[1, 1], a2 * D[0, 1] + b2 * D[1, 1])
+    return f0, f1
+
+
+@njit(cache=True, fastmath=False)
+def _stvk_scalar(f0, f1, mu, lam):
+    """(psi, S00, S01, S11) of StVK for F = [f0 f1]: the same formulas as _stvk, in scalars."""
+    e00 = 0.5 * (f0[0] * f0[0] + f0[1] * f0[1] + f0[2] * f0[2] - 1.0)
+    e11 = 0.5 * (f1[0] * f1[0] + f1[1] * f1[1] + f1[2] * f1[2] - 1.0)
+    e01 = 0.5 * (f0[0] * f1[0] + f0[1] * f1[1] + f0[2] * f1[2])
+    tr = e00 + e11
+    psi = mu * (e00 * e00 + 2.0 * e01 * e01 + e11 * e11) + 0.5 * lam * tr * tr
+    return psi, 2.0 * mu * e00 + lam * tr, 2.0 * mu * e01, 2.0 * mu * e11 + lam * tr
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def membrane_energy(x, tris, Dm_inv, area, mu, lam, thick):
     """Total membrane energy (J)."""
     out = np.empty(tris.shape[0])
     for e in prange(tris.shape[0]):
-        psi, P, S = _stvk(_F(x, tris[e], Dm_inv[e]), mu[e], lam[e])
+        f0, f1 = _F_cols(x, tris[e], Dm_inv[e])
+        psi, s00, s01, s11 = _stvk_scalar(f0, f1, mu[e], lam[e])
         out[e] = area[e] * thick[e] * psi
     return out.sum()
 
@@ -71,20 +98,28 @@ def membrane_gradient_elems(x, tris, Dm_inv, area, mu, lam, thick):
     """Per-triangle gradients (m, 9)."""
     out = np.empty((tris.shape[0], 9))
     for e in prange(tris.shape[0]):
-        psi, P, S = _stvk(_F(x, tris[e], Dm_inv[e]), mu[e], lam[e])
-        dN = _dN(Dm_inv[e])
+        f0, f1 = _F_cols(x, tris[e], Dm_inv[e])
+        psi, s00, s01, s11 = _stvk_scalar(f0, f1, mu[e], lam[e])
+        D = Dm_inv[e]
+        # shape gradients dN (3 x 2), as in _dN
+        n00 = -(D[0, 0] + D[1, 0])
+        n01 = -(D[0, 1] + D[1, 1])
         w = area[e] * thick[e]
-        for a in range(3):
-            for c in range(3):
-                out[e, 3 * a + c] = w * (P[c, 0] * dN[a, 0] + P[c, 1] * dN[a, 1])
+        for c in range(3):
+            p0 = f0[c] * s00 + f1[c] * s01     # P = F S
+            p1 = f0[c] * s01 + f1[c] * s11
+            out[e, c] = w * (p0 * n00 + p1 * n01)
+            out[e, 3 + c] = w * (p0 * D[0, 0] + p1 * D[0, 1])
+            out[e, 6 + c] = w * (p0 * D[1, 0] + p1 * D[1, 1])
     return out
 
 
+_CHUNK = 256        # triangles per parallel work item of the Hessian kernel (scratch allocated once per item)
 PSD_SLACK = 1e-10   # relative: a dP/dF whose smallest eigenvalue is above -PSD_SLACK * max|K_ii| counts as PSD
 
 
 @njit(cache=True, fastmath=False)
-def _clamp_out_of_plane(K, F, S):
+def _clamp_out_of_plane(K, F, S, Kc, L, q):
     """The PSD projection of dP/dF (6x6, in place) without an eigen-solver in the common case.
 
     For dF = n w^T (n the deformed triangle's unit normal, w in R^2) every term of K but delta_rc S_jl
@@ -94,7 +129,7 @@ def _clamp_out_of_plane(K, F, S):
     are clamped to 0 here in closed form. If the rest of K is PSD (a Cholesky factorisation with a
     PSD_SLACK shift succeeds) this equals the eigenvalue clamp and True is returned; otherwise K is
     left unchanged and False tells the caller to run the full eigen-decomposition (strong in-plane
-    compression, or a degenerate triangle)."""
+    compression, or a degenerate triangle). Kc, L (6, 6) and q (6,) are scratch."""
     nx = F[1, 0] * F[2, 1] - F[2, 0] * F[1, 1]
     ny = F[2, 0] * F[0, 1] - F[0, 0] * F[2, 1]
     nz = F[0, 0] * F[1, 1] - F[1, 0] * F[0, 1]
@@ -113,7 +148,7 @@ def _clamp_out_of_plane(K, F, S):
     c_ = S[1, 1]
     half = 0.5 * (a - c_)
     rad = np.sqrt(half * half + b * b)
-    Kc = K.copy()
+    Kc[:, :] = K
     for k in range(2):
         s = 0.5 * (a + c_) + (rad if k == 0 else -rad)
         if s >= 0.0:
@@ -129,7 +164,6 @@ def _clamp_out_of_plane(K, F, S):
         else:
             w0 /= wn
             w1 /= wn
-        q = np.empty(6)
         for r in range(3):
             q[2 * r] = n[r] * w0
             q[2 * r + 1] = n[r] * w1
@@ -137,7 +171,7 @@ def _clamp_out_of_plane(K, F, S):
             for j in range(6):
                 Kc[i, j] -= s * q[i] * q[j]
     # Cholesky of Kc + slack I: success means Kc >= -slack I, i.e. PSD to rounding
-    L = Kc.copy()
+    L[:, :] = Kc
     shift = PSD_SLACK * scale
     for j in range(6):
         d = L[j, j] + shift
@@ -165,45 +199,68 @@ def membrane_hessian_elems(x, tris, Dm_inv, area, mu, lam, thick, project):
     dP/dF in closed form (row r*2+l of P, column c*2+j of F):
     K = delta_rc S_jl + mu F_rj F_cl + mu (F F^T)_rc delta_lj + lambda F_rl F_cj
     (from dP = dF S + F dS, dS = 2 mu dE + lambda tr(dE) I, dE = (dF^T F + F^T dF) / 2)."""
-    out = np.empty((tris.shape[0], 9, 9))
-    for e in prange(tris.shape[0]):
-        F = _F(x, tris[e], Dm_inv[e])
-        psi, P, S = _stvk(F, mu[e], lam[e])
-        m_ = mu[e]
-        l_ = lam[e]
+    m = tris.shape[0]
+    out = np.empty((m, 9, 9))
+    n_chunks = (m + _CHUNK - 1) // _CHUNK
+    for ch in prange(n_chunks):
+        # per-chunk scratch: no allocation per triangle
+        F = np.empty((3, 2))
+        S = np.empty((2, 2))
         K = np.empty((6, 6))
-        for r in range(3):
-            for l in range(2):
-                for c in range(3):
-                    FFt = F[r, 0] * F[c, 0] + F[r, 1] * F[c, 1]
-                    for j in range(2):
-                        v = m_ * F[r, j] * F[c, l] + l_ * F[r, l] * F[c, j]
-                        if r == c:
-                            v += S[j, l]
-                        if l == j:
-                            v += m_ * FFt
-                        K[2 * r + l, 2 * c + j] = v
-        if project and not _clamp_out_of_plane(K, F, S):
-            w, Q = np.linalg.eigh(K)
-            if w[0] < 0.0:
-                for i in range(6):
-                    if w[i] < 0.0:
-                        w[i] = 0.0
-                for i in range(6):
-                    for k in range(i, 6):
-                        acc = 0.0
-                        for q in range(6):
-                            acc += Q[i, q] * w[q] * Q[k, q]
-                        K[i, k] = acc
-                        K[k, i] = acc
-        dN = _dN(Dm_inv[e])
-        wgt = area[e] * thick[e]
-        # B[c, j, b, d] = sum_l K[2c+j, 2d+l] dN[b, l], then out = wgt * dN[a, j] B
-        for b in range(3):
-            for d in range(3):
-                for c in range(3):
-                    k0 = K[2 * c, 2 * d] * dN[b, 0] + K[2 * c, 2 * d + 1] * dN[b, 1]
-                    k1 = K[2 * c + 1, 2 * d] * dN[b, 0] + K[2 * c + 1, 2 * d + 1] * dN[b, 1]
-                    for a in range(3):
-                        out[e, 3 * a + c, 3 * b + d] = wgt * (dN[a, 0] * k0 + dN[a, 1] * k1)
+        Kc = np.empty((6, 6))
+        L = np.empty((6, 6))
+        q = np.empty(6)
+        dN = np.empty((3, 2))
+        for e in range(ch * _CHUNK, min(m, (ch + 1) * _CHUNK)):
+            f0, f1 = _F_cols(x, tris[e], Dm_inv[e])
+            psi, s00, s01, s11 = _stvk_scalar(f0, f1, mu[e], lam[e])
+            for c in range(3):
+                F[c, 0] = f0[c]
+                F[c, 1] = f1[c]
+            S[0, 0] = s00
+            S[0, 1] = s01
+            S[1, 0] = s01
+            S[1, 1] = s11
+            m_ = mu[e]
+            l_ = lam[e]
+            for r in range(3):
+                for l in range(2):
+                    for c in range(3):
+                        FFt = F[r, 0] * F[c, 0] + F[r, 1] * F[c, 1]
+                        for j in range(2):
+                            v = m_ * F[r, j] * F[c, l] + l_ * F[r, l] * F[c, j]
+                            if r == c:
+                                v += S[j, l]
+                            if l == j:
+                                v += m_ * FFt
+                            K[2 * r + l, 2 * c + j] = v
+            if project and not _clamp_out_of_plane(K, F, S, Kc, L, q):
+                w, Q = np.linalg.eigh(K)
+                if w[0] < 0.0:
+                    for i in range(6):
+                        if w[i] < 0.0:
+                            w[i] = 0.0
+                    for i in range(6):
+                        for k in range(i, 6):
+                            acc = 0.0
+                            for qq in range(6):
+                                acc += Q[i, qq] * w[qq] * Q[k, qq]
+                            K[i, k] = acc
+                            K[k, i] = acc
+            D = Dm_inv[e]
+            dN[0, 0] = -(D[0, 0] + D[1, 0])
+            dN[0, 1] = -(D[0, 1] + D[1, 1])
+            dN[1, 0] = D[0, 0]
+            dN[1, 1] = D[0, 1]
+            dN[2, 0] = D[1, 0]
+            dN[2, 1] = D[1, 1]
+            wgt = area[e] * thick[e]
+            # B[c, j, b, d] = sum_l K[2c+j, 2d+l] dN[b, l], then out = wgt * dN[a, j] B
+            for b in range(3):
+                for d in range(3):
+                    for c in range(3):
+                        k0 = K[2 * c, 2 * d] * dN[b, 0] + K[2 * c, 2 * d + 1] * dN[b, 1]
+                        k1 = K[2 * c + 1, 2 * d] * dN[b, 0] + K[2 * c + 1, 2 * d + 1] * dN[b, 1]
+                        for a in range(3):
+                            out[e, 3 * a + c, 3 * b + d] = wgt * (dN[a, 0] * k0 + dN[a, 1] * k1)
     return out
