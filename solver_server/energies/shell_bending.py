@@ -112,18 +112,22 @@ def _residual(K, th0, th, ok, r):
     return e
 
 
+_CHUNK = 256   # elements per parallel work item (scratch arrays allocated once per item, not per element)
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def shell_energy(x, stencils, K, th0):
     """Total cloth bending energy (J). stencils (T, 6) int32, K (T, 3, 3) N m, th0 (T, 3) rad."""
     T = stencils.shape[0]
     out = np.zeros(T)
-    for i in prange(T):
+    for ch in prange((T + _CHUNK - 1) // _CHUNK):
         th = np.empty(3)
         gr = np.empty((3, 4, 3))
         ok = np.empty(3)
         r = np.empty(3)
-        shell_thetas(x, stencils[i], th, gr, ok)
-        out[i] = _residual(K[i], th0[i], th, ok, r)
+        for i in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
+            shell_thetas(x, stencils[i], th, gr, ok)
+            out[i] = _residual(K[i], th0[i], th, ok, r)
     return out.sum()
 
 
@@ -132,20 +136,21 @@ def shell_gradient_elems(x, stencils, K, th0):
     """Per-element gradients (T, 18) in N."""
     T = stencils.shape[0]
     out = np.zeros((T, 18))
-    for i in prange(T):
+    for ch in prange((T + _CHUNK - 1) // _CHUNK):
         th = np.empty(3)
         gr = np.empty((3, 4, 3))
         ok = np.empty(3)
         r = np.empty(3)
-        shell_thetas(x, stencils[i], th, gr, ok)
-        _residual(K[i], th0[i], th, ok, r)
-        for j in range(3):
-            if ok[j] < 0.5:
-                continue
-            for part in range(4):
-                s = _slot_of(j, part)
-                for k in range(3):
-                    out[i, 3 * s + k] += r[j] * gr[j, part, k]
+        for i in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
+            shell_thetas(x, stencils[i], th, gr, ok)
+            _residual(K[i], th0[i], th, ok, r)
+            for j in range(3):
+                if ok[j] < 0.5:
+                    continue
+                for part in range(4):
+                    s = _slot_of(j, part)
+                    for k in range(3):
+                        out[i, 3 * s + k] += r[j] * gr[j, part, k]
     return out
 
 
@@ -153,22 +158,30 @@ def shell_gradient_elems(x, stencils, K, th0):
 def shell_hessian_elems(x, stencils, K, th0):
     """Per-element Gauss-Newton Hessians (T, 18, 18) J^T K J in N/m: PSD (K is PSD), exact at rest."""
     T = stencils.shape[0]
-    out = np.zeros((T, 18, 18))
-    for i in prange(T):
+    out = np.empty((T, 18, 18))
+    for ch in prange((T + _CHUNK - 1) // _CHUNK):
         th = np.empty(3)
         gr = np.empty((3, 4, 3))
         ok = np.empty(3)
-        J = np.zeros((3, 18))
-        shell_thetas(x, stencils[i], th, gr, ok)
-        for j in range(3):
-            if ok[j] < 0.5:
-                continue
-            for part in range(4):
-                s = _slot_of(j, part)
-                for k in range(3):
-                    J[j, 3 * s + k] += gr[j, part, k]
-        KJ = K[i] @ J
-        out[i] = J.T @ KJ
+        J = np.empty((3, 18))
+        KJ = np.empty((3, 18))
+        for i in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
+            shell_thetas(x, stencils[i], th, gr, ok)
+            J[:, :] = 0.0
+            for j in range(3):
+                if ok[j] < 0.5:
+                    continue
+                for part in range(4):
+                    s = _slot_of(j, part)
+                    for k in range(3):
+                        J[j, 3 * s + k] += gr[j, part, k]
+            Ki = K[i]
+            for a in range(3):
+                for c in range(18):
+                    KJ[a, c] = Ki[a, 0] * J[0, c] + Ki[a, 1] * J[1, c] + Ki[a, 2] * J[2, c]
+            for a in range(18):
+                for c in range(18):
+                    out[i, a, c] = J[0, a] * KJ[0, c] + J[1, a] * KJ[1, c] + J[2, a] * KJ[2, c]
     return out
 
 
