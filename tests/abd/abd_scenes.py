@@ -45,6 +45,7 @@ class Run:
         self.rows = [self.z.copy()]
         self.max_rigidity = 0.0
         self.frames = 0
+        self.stats = []   # the backend's per-frame stats (converged, residual, ...)
 
     @property
     def z(self) -> np.ndarray:
@@ -56,7 +57,7 @@ class Run:
 
     def advance(self, n: int = 1) -> None:
         for _ in range(n):
-            self.b.advance()
+            self.stats.append(self.b.advance().stats)
             self.frames += 1
             if self.mesh is not None:
                 hits = count_intersections(np.ascontiguousarray(self.x), self.mesh.faces, self.mesh.edges)
