@@ -13,7 +13,9 @@ import numpy as np
 from numba import njit, prange
 
 from .fem_common import polar_svd
-from .isotropic_models import psi_sigma
+from .isotropic_models import psi_of_F, psi_sigma, stress_of_F
+
+_CHUNK = 128   # tets per parallel work item of the energy and gradient kernels
 
 
 def rest_shape(X: np.ndarray, tets: np.ndarray) -> tuple:
@@ -35,6 +37,17 @@ def deformation_gradient(x, t, Dm_inv):
 
 
 @njit(cache=True, fastmath=False)
+def _deformation_gradient_into(x, t, Dm_inv, F):
+    """F = D_s D_m^-1 written into the (3, 3) scratch F."""
+    for c in range(3):
+        d1 = x[t[1], c] - x[t[0], c]
+        d2 = x[t[2], c] - x[t[0], c]
+        d3 = x[t[3], c] - x[t[0], c]
+        for j in range(3):
+            F[c, j] = d1 * Dm_inv[0, j] + d2 * Dm_inv[1, j] + d3 * Dm_inv[2, j]
+
+
+@njit(cache=True, fastmath=False)
 def tet_shape_gradients(Dm_inv):
     """(4, 3): dF_ij / dx_{a,i} = dN[a, j]."""
     d = np.empty((4, 3))
@@ -50,13 +63,11 @@ def tet_energy(x, tets, Dm_inv, vol, mu, lam, model):
     """Total elastic energy (J). +inf if a neo-Hookean tet is inverted."""
     T = tets.shape[0]
     out = np.empty(T)
-    for e in prange(T):
-        F = deformation_gradient(x, tets[e], Dm_inv[e])
-        U, s, V = polar_svd(F)
-        g = np.empty(3)
-        h = np.empty((3, 3))
-        ab = np.empty((3, 2))
-        out[e] = vol[e] * psi_sigma(model[e], mu[e], lam[e], s, g, h, ab)
+    for ch in prange((T + _CHUNK - 1) // _CHUNK):
+        F = np.empty((3, 3))          # scratch once per work item (no allocation or SVD per tet)
+        for e in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
+            _deformation_gradient_into(x, tets[e], Dm_inv[e], F)
+            out[e] = vol[e] * psi_of_F(model[e], mu[e], lam[e], F)
     return out.sum()
 
 
@@ -65,21 +76,28 @@ def tet_gradient_elems(x, tets, Dm_inv, vol, mu, lam, model):
     """Per-tet gradients (T, 12): dE/dx of the tet's four vertices."""
     T = tets.shape[0]
     out = np.zeros((T, 12))
-    for e in prange(T):
-        F = deformation_gradient(x, tets[e], Dm_inv[e])
-        U, s, V = polar_svd(F)
+    for ch in prange((T + _CHUNK - 1) // _CHUNK):
+        F = np.empty((3, 3))
+        P = np.empty((3, 3))
         g = np.empty(3)
         h = np.empty((3, 3))
         ab = np.empty((3, 2))
-        psi_sigma(model[e], mu[e], lam[e], s, g, h, ab)
-        P = (U * g) @ V.T
-        dN = tet_shape_gradients(Dm_inv[e])
-        for a in range(4):
+        for e in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
+            _deformation_gradient_into(x, tets[e], Dm_inv[e], F)
+            if not stress_of_F(model[e], mu[e], lam[e], F, P):
+                U, s, V = polar_svd(F)     # fixed corotated, or an inverted neo-Hookean tet
+                psi_sigma(model[e], mu[e], lam[e], s, g, h, ab)
+                P[:, :] = (U * g) @ V.T
+            D = Dm_inv[e]
             for c in range(3):
-                acc = 0.0
+                acc0 = 0.0
                 for j in range(3):
-                    acc += P[c, j] * dN[a, j]
-                out[e, 3 * a + c] = vol[e] * acc
+                    pj = P[c, j]
+                    out[e, 3 + 3 * 0 + c] += vol[e] * pj * D[0, j]
+                    out[e, 3 + 3 * 1 + c] += vol[e] * pj * D[1, j]
+                    out[e, 3 + 3 * 2 + c] += vol[e] * pj * D[2, j]
+                    acc0 -= pj * (D[0, j] + D[1, j] + D[2, j])
+                out[e, c] = vol[e] * acc0
     return out
 
 

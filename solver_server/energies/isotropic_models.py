@@ -150,3 +150,130 @@ def _fill_b(s, grad, ab):
         if abs(den) < 1e-6:
             den = 1e-6 if den >= 0.0 else -1e-6
         ab[k, 1] = (grad[i] + grad[j]) / den
+
+
+@njit(cache=True, fastmath=False)
+def _top_two_eigenvalues_sym3(c00, c01, c02, c11, c12, c22):
+    """The two largest eigenvalues (l0 >= l1) of a symmetric 3x3 matrix, by the trigonometric solution
+    of its characteristic cubic (absolute accuracy ~ rounding times the matrix norm)."""
+    q = (c00 + c11 + c22) / 3.0
+    b00 = c00 - q
+    b11 = c11 - q
+    b22 = c22 - q
+    p2 = (b00 * b00 + b11 * b11 + b22 * b22 + 2.0 * (c01 * c01 + c02 * c02 + c12 * c12)) / 6.0
+    if p2 <= 1e-300:
+        return q, q
+    p = math.sqrt(p2)
+    det = (b00 * (b11 * b22 - c12 * c12) - c01 * (c01 * b22 - c12 * c02) + c02 * (c01 * c12 - b11 * c02))
+    r = 0.5 * det / (p * p2)
+    r = min(1.0, max(-1.0, r))
+    phi = math.acos(r) / 3.0
+    l0 = q + 2.0 * p * math.cos(phi)
+    l2 = q + 2.0 * p * math.cos(phi + 2.0 * math.pi / 3.0)
+    return l0, 3.0 * q - l0 - l2
+
+
+@njit(cache=True, fastmath=False)
+def psi_of_F(model, mu, lam, F):
+    """Energy density psi (J/m^3) at the 3x3 deformation gradient F, without an SVD: the same value
+    as psi_sigma at F's signed singular values (tested against it). Neo-Hookean, stable neo-Hookean
+    and StVK need only |F|^2, det F and F^T F; fixed corotated needs sum s_i, from the two largest
+    eigenvalues of F^T F (s0, s1) and s2 = det F / (s0 s1), which keeps the sign and the accuracy of a
+    nearly flat element. +inf where the model is not defined (neo-Hookean with J <= 0). Used by the
+    energy kernels, which the line search calls several times per Newton iteration."""
+    c00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
+    c11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
+    c22 = F[0, 2] * F[0, 2] + F[1, 2] * F[1, 2] + F[2, 2] * F[2, 2]
+    c01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
+    c02 = F[0, 0] * F[0, 2] + F[1, 0] * F[1, 2] + F[2, 0] * F[2, 2]
+    c12 = F[0, 1] * F[0, 2] + F[1, 1] * F[1, 2] + F[2, 1] * F[2, 2]
+    J = (F[0, 0] * (F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1]) - F[0, 1] * (F[1, 0] * F[2, 2] - F[1, 2] * F[2, 0])
+         + F[0, 2] * (F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0]))
+    I = c00 + c11 + c22
+    if model == 0:
+        if J <= 0.0:
+            return np.inf
+        lnJ = math.log(J)
+        return 0.5 * mu * (I - 3.0) - mu * lnJ + 0.5 * lam * lnJ * lnJ
+    if model == 1:
+        mu_s, lam_s, alpha, rest = _snh_params(mu, lam)
+        return 0.5 * mu_s * (I - 3.0) + 0.5 * lam_s * (J - alpha) ** 2 - 0.5 * mu_s * math.log(I + 1.0) - rest
+    if model == 2:
+        l0, l1 = _top_two_eigenvalues_sym3(c00, c01, c02, c11, c12, c22)
+        s0 = math.sqrt(max(l0, 0.0))
+        s1 = math.sqrt(max(l1, 0.0))
+        s2 = J / (s0 * s1) if s0 * s1 > 0.0 else 0.0
+        # sum (s_i - 1)^2 = |F|^2 - 2 sum s_i + 3
+        return mu * (I - 2.0 * (s0 + s1 + s2) + 3.0) + 0.5 * lam * (J - 1.0) ** 2
+    e00 = 0.5 * (c00 - 1.0)
+    e11 = 0.5 * (c11 - 1.0)
+    e22 = 0.5 * (c22 - 1.0)
+    tr = e00 + e11 + e22
+    ee = e00 * e00 + e11 * e11 + e22 * e22 + 0.5 * (c01 * c01 + c02 * c02 + c12 * c12)
+    return mu * ee + 0.5 * lam * tr * tr
+
+
+@njit(cache=True, fastmath=False)
+def stress_of_F(model, mu, lam, F, P):
+    """First Piola stress P = d psi / dF (Pa) into the 3x3 P without an SVD, for the models whose
+    stress is a polynomial in F and its cofactor cof F = J F^-T (neo-Hookean, stable neo-Hookean,
+    StVK). Returns False, leaving P undefined, for fixed corotated (it needs the rotation of F) and
+    for an inverted neo-Hookean element; the caller then uses the SVD form."""
+    if model == 2:
+        return False
+    if model == 3:
+        c00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
+        c11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
+        c22 = F[0, 2] * F[0, 2] + F[1, 2] * F[1, 2] + F[2, 2] * F[2, 2]
+        c01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
+        c02 = F[0, 0] * F[0, 2] + F[1, 0] * F[1, 2] + F[2, 0] * F[2, 2]
+        c12 = F[0, 1] * F[0, 2] + F[1, 1] * F[1, 2] + F[2, 1] * F[2, 2]
+        tr = 0.5 * (c00 + c11 + c22 - 3.0)
+        s00 = mu * (c00 - 1.0) + lam * tr
+        s11 = mu * (c11 - 1.0) + lam * tr
+        s22 = mu * (c22 - 1.0) + lam * tr
+        s01 = mu * c01
+        s02 = mu * c02
+        s12 = mu * c12
+        for r in range(3):
+            f0 = F[r, 0]
+            f1 = F[r, 1]
+            f2 = F[r, 2]
+            P[r, 0] = f0 * s00 + f1 * s01 + f2 * s02
+            P[r, 1] = f0 * s01 + f1 * s11 + f2 * s12
+            P[r, 2] = f0 * s02 + f1 * s12 + f2 * s22
+        return True
+    # cofactor matrix of F (dJ/dF)
+    k00 = F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1]
+    k01 = F[1, 2] * F[2, 0] - F[1, 0] * F[2, 2]
+    k02 = F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0]
+    k10 = F[0, 2] * F[2, 1] - F[0, 1] * F[2, 2]
+    k11 = F[0, 0] * F[2, 2] - F[0, 2] * F[2, 0]
+    k12 = F[0, 1] * F[2, 0] - F[0, 0] * F[2, 1]
+    k20 = F[0, 1] * F[1, 2] - F[0, 2] * F[1, 1]
+    k21 = F[0, 2] * F[1, 0] - F[0, 0] * F[1, 2]
+    k22 = F[0, 0] * F[1, 1] - F[0, 1] * F[1, 0]
+    J = F[0, 0] * k00 + F[0, 1] * k01 + F[0, 2] * k02
+    if model == 0:
+        if J <= 0.0:
+            return False
+        a = mu
+        c = (lam * math.log(J) - mu) / J
+    else:
+        mu_s, lam_s, alpha, rest = _snh_params(mu, lam)
+        I = 0.0
+        for r in range(3):
+            for q in range(3):
+                I += F[r, q] * F[r, q]
+        a = mu_s * (1.0 - 1.0 / (I + 1.0))
+        c = lam_s * (J - alpha)
+    P[0, 0] = a * F[0, 0] + c * k00
+    P[0, 1] = a * F[0, 1] + c * k01
+    P[0, 2] = a * F[0, 2] + c * k02
+    P[1, 0] = a * F[1, 0] + c * k10
+    P[1, 1] = a * F[1, 1] + c * k11
+    P[1, 2] = a * F[1, 2] + c * k12
+    P[2, 0] = a * F[2, 0] + c * k20
+    P[2, 1] = a * F[2, 1] + c * k21
+    P[2, 2] = a * F[2, 2] + c * k22
+    return True
