@@ -473,6 +473,18 @@ class JobCache:
                 last = f
         return last
 
+    def has_state(self, frame: int) -> bool:
+        """True when a state file of ``frame`` exists (it may still be damaged)."""
+        return os.path.isfile(self.state_path(frame))
+
+    def drop_after(self, frame: int, frame_end: int) -> None:
+        """Remove the frame and state files of ``frame + 1 .. frame_end`` (exact names of ours only):
+        a resume that falls back to ``frame`` bakes them again, and a damaged file among them must
+        not be found by the next resume."""
+        for f in range(frame + 1, frame_end + 1):
+            self._remove(self.frame_path(f))
+            self._remove(self.state_path(f))
+
     def frames_on_disk(self, frame_start: int, frame_end: int) -> list:
         return [f for f in range(frame_start, frame_end + 1) if os.path.isfile(self.frame_path(f))]
 
