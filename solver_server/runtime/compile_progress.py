@@ -87,7 +87,7 @@ def remember_count(key: str, n: int) -> None:
 
 
 def message(done: int, expected: int, name: str, seconds: float) -> str:
-    """The progress line: 'compiling solver kernels 12/~254: module.kernel (41 s)'."""
+    """The progress line: 'compiling solver kernels 12/~58: module.kernel (41 s)'."""
     count = f"{done}/~{expected}" if expected >= done else f"{done}"
     return f"compiling solver kernels {count}: {name} ({seconds:.0f} s)"
 

@@ -152,7 +152,7 @@ def resume_point(cache: JobCache, frame_start: int, frame_end: int, last) -> tup
 
 def _compile_progress(backend: str, quality: str, emit: Emit, n: _Counters):
     """Report every kernel numba compiles during the job as a "compiling" progress message
-    ("compiling solver kernels 12/~254: module.kernel (41 s)"), whenever it happens (a cold first frame,
+    ("compiling solver kernels 12/~58: module.kernel (41 s)"), whenever it happens (a cold first frame,
     or a kernel first needed later). Emitted directly, never raising JobCancelled inside numba's
     compiler: cancel is checked between kernels by the job loop and the server's terminate."""
     if backend == "none":
