@@ -109,3 +109,31 @@ def test_a_refused_value_is_named_by_its_panel_label(blender):
         p = ob.clearance.bl_rna.properties.get(name)
         if p is not None:
             assert label.startswith(p.name.split(" (")[0]), (name, label, p.name)
+
+
+def test_a_joined_object_of_two_overlapping_parts_is_named_once(blender, server, tmp_path):
+    """Real bpy and server: two overlapping cubes joined into one object (Ctrl+J) used to be reported
+    as 'Joined and Joined intersect at the start frame'."""
+    import bmesh
+    me = bpy.data.meshes.new("Joined")
+    bm = bmesh.new()
+    bmesh.ops.create_cube(bm, size=0.4)
+    bmesh.ops.translate(bm, vec=(0.0, 0.0, 0.5), verts=bm.verts[:])
+    second = bmesh.ops.create_cube(bm, size=0.4)["verts"]
+    bmesh.ops.translate(bm, vec=(0.15, 0.1, 0.6), verts=second)
+    bm.to_mesh(me)
+    bm.free()
+    ob = bpy.data.objects.new("Joined", me)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.clearance.role = "SOLID"
+    s = bpy.context.scene.clearance
+    s.server_address = server.address
+    s.cache_folder = str(tmp_path / "cache")
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, 3
+    addon("preferences").get().timeout = 600.0     # a cold kernel cache compiles the contact checks first
+    with pytest.raises(RuntimeError) as info:
+        bpy.ops.clearance.bake()
+    msg = str(info.value)
+    assert "Joined intersects itself (at (" in msg and "two of its parts overlap" in msg, msg
+    assert "P > By Loose Parts" in msg and "Joined and Joined" not in msg
+    assert s.last_error.startswith("Joined") or "Joined intersects itself" in s.last_error
