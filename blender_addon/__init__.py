@@ -25,9 +25,9 @@ def _add_protocol_path() -> None:
 
 _add_protocol_path()
 
-from . import preferences, properties, operators, ui, server_process, solver_launch, material_presets  # noqa: E402
+from . import preferences, properties, operators, ui, server_process, solver_launch, material_presets, scene_file  # noqa: E402,E501
 
-_modules = (preferences, properties, server_process, solver_launch, operators, ui, material_presets)
+_modules = (preferences, properties, server_process, solver_launch, operators, scene_file, ui, material_presets)
 
 
 def register() -> None:

@@ -136,7 +136,7 @@ class BakeSession:
                 self._status(f"Frame {self.last_frame} of {self.frame_end}{extra}",
                              (self.last_frame - self.frame_start) / span)
         elif isinstance(ev, Progress):
-            if ev.message.lower().startswith(ev.state):   # "compiling solver kernels 12/~254: ..."
+            if ev.message.lower().startswith(ev.state):   # "compiling solver kernels 12/~58: ..."
                 text = ev.message[:1].upper() + ev.message[1:]
             else:
                 text = f"{ev.state.capitalize()}" + (f": {ev.message}" if ev.message else "")
@@ -203,7 +203,7 @@ class BakeSession:
         """
         self.last_news = time.monotonic()
         # blender -b has no panel: its stdout shows every status the panel would (each compiled
-        # kernel "compiling solver kernels 12/~254", every frame, the end and any warning)
+        # kernel "compiling solver kernels 12/~58", every frame, the end and any warning)
         self._log = log
         if log is not None and self.message:
             self._echo(self.message)

@@ -24,7 +24,7 @@ import numpy as np
 
 from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
 
-from .mesh_checks import volume_problem
+from .mesh_checks import volume_problem, zero_scale_problem
 from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
 
 PIN_ATTR = "clearance_pin_weight"
@@ -395,6 +395,11 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
     finally:
         scene.frame_set(original_frame, subframe=original_sub)
 
+    for o in objs:
+        # before any mesh check: a zero Scale makes every face zero-area, and the fix is the scale
+        msg = None if roles[o.name] == "collider" else zero_scale_problem(o.name, result.matrices[o.name][0], o.scale)
+        if msg:
+            raise SceneError(msg, o.name, "scale")
     bodies = []
     for o in objs:
         r, mesh = roles[o.name], rest[o.name]

@@ -390,11 +390,12 @@ class CLEARANCE_OT_free_bake(bpy.types.Operator):
         objs = set(role_objects(scene)) | {o for o in scene.objects if o.modifiers.get(CACHE_MODIFIER)}
         for obj in objs:
             free_object(obj, folder)
-        if folder:
-            free_server_cache(folder)
+        left = free_server_cache(folder) if folder else []
         st = scene.clearance
         st.progress, st.frames_baked, st.status, st.last_error, st.job_id = 0.0, 0, "", "", ""
         st.last_warning = ""
+        if left:   # only the bake's own files are removed: say what stays and why
+            self.report({"INFO"}, f"Free Bake kept {len(left)} file(s) the bake did not write, first {left[0]}")
         return {"FINISHED"}
 
 

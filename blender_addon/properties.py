@@ -116,7 +116,7 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
 
     role: EnumProperty(name="Role", items=ROLE_ITEMS, default="NONE",
                        description="How the solver treats this object")
-    density: FloatProperty(name="Density (kg/m³)", default=1000.0, min=1e-3, soft_max=20000.0,
+    density: FloatProperty(name="Density (kg/m³)", default=1000.0, min=1e-3, max=1e6, soft_max=20000.0,
                            description="Mass per volume in kg/m³ (cloth: times the thickness gives the areal density)")
     youngs_modulus: FloatProperty(name="Young's Modulus (Pa)", default=1.0e5, min=1.0, max=1e13, soft_max=1e10,
                                   precision=0, description="Stiffness in pascals: 1e4 jelly, 1e6 rubber, 1e9 plastic")
@@ -125,29 +125,29 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
     model: EnumProperty(name="Elastic Model", items=MODEL_ITEMS, default="neo_hookean")
     element: EnumProperty(name="Element", items=ELEMENT_ITEMS, default="linear",
                           description="Finite elements of the solid's volume mesh")
-    friction: FloatProperty(name="Friction", default=0.3, min=0.0, soft_max=2.0,
+    friction: FloatProperty(name="Friction", default=0.3, min=0.0, max=100.0, soft_max=2.0,
                             description="Coulomb friction coefficient against anything it touches")
-    thickness: FloatProperty(name="Thickness", default=0.001, min=1e-6, soft_max=0.1, subtype="DISTANCE",
+    thickness: FloatProperty(name="Thickness", default=0.001, min=1e-6, max=10.0, soft_max=0.1, subtype="DISTANCE",
                              unit="LENGTH", precision=4, description="Cloth/rod thickness in metres, kept as a contact offset")
-    bending_stiffness: FloatProperty(name="Bending Stiffness (N·m)", default=1.0e-4, min=0.0, soft_max=1.0,
+    bending_stiffness: FloatProperty(name="Bending Stiffness (N·m)", default=1.0e-4, min=0.0, max=1e6, soft_max=1.0,
                                      precision=6, description="Resistance to folding (cloth) or bending (rods), N·m")
-    damping: FloatProperty(name="Damping (s)", default=0.0, min=0.0, soft_max=1.0, precision=4,
+    damping: FloatProperty(name="Damping (s)", default=0.0, min=0.0, max=100.0, soft_max=1.0, precision=4,
                            description="Rayleigh stiffness-proportional damping k_d, in seconds (Converged solver "
                                        "only; Preview refuses it): a vibration of angular frequency w loses "
                                        "exp(-pi k_d w) of its amplitude per period. Dulls wobble; at few Substeps "
                                        "it does not lower a bounce (docs/solver.md, Bounce)")
-    air_drag: FloatProperty(name="Air Drag (Pa·s/m)", default=0.0, min=0.0, soft_max=10.0, precision=3,
+    air_drag: FloatProperty(name="Air Drag (Pa·s/m)", default=0.0, min=0.0, max=1e4, soft_max=10.0, precision=3,
                             description="Cloth: air pushing on each face against its motion across it, in pascals "
                                         "per m/s of the face's speed through the air along its normal (a sheet "
                                         "falling flat feels it, edge-on hardly). A sheet of areal density rho_A "
                                         "falls at most rho_A g / Air Drag m/s; about 1 behaves like cloth in air. "
                                         "Wind and Vortex fields act on cloth through it (0: the wind has no effect). "
                                         "Converged solver only")
-    pressure: FloatProperty(name="Pressure (Pa)", default=0.0, soft_min=-1e4, soft_max=1e4, precision=1,
+    pressure: FloatProperty(name="Pressure (Pa)", default=0.0, min=-1e7, max=1e7, soft_min=-1e4, soft_max=1e4, precision=1,
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
                                         "Converged solver only")
-    sewing: FloatProperty(name="Sewing (N/m)", default=0.0, min=0.0, soft_max=1000.0, precision=2,
+    sewing: FloatProperty(name="Sewing (N/m)", default=0.0, min=0.0, max=1e9, soft_max=1000.0, precision=2,
                           description="Cloth: the mesh's loose edges (edges of no face) are seams; each pulls its two "
                                       "vertices together with this stiffness in N/m until the panels meet (they then "
                                       "hold at the contact gap, never crossing). 0: loose edges are ignored. "
@@ -179,15 +179,15 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                description="MPM constitutive model; choosing one applies its preset values")
     friction_angle: FloatProperty(name="Friction Angle (°)", default=30.0, min=0.0, max=89.0,
                                   description="Sand's internal friction angle in degrees (pile slope)")
-    particle_spacing: FloatProperty(name="Particle Spacing", default=0.02, min=1e-4, soft_max=0.2, subtype="DISTANCE",
+    particle_spacing: FloatProperty(name="Particle Spacing", default=0.02, min=1e-4, max=10.0, soft_max=0.2, subtype="DISTANCE",
                                     unit="LENGTH", precision=4, description="Distance between sampled particles in metres")
     grain_size: FloatProperty(name="Grain Size", default=1.0e-3, min=0.0, max=1.0, soft_max=0.01, subtype="DISTANCE",
                               unit="LENGTH", precision=4,
                               description="Sand grain diameter in metres for the rate-dependent friction mu(I): "
                                           "fast-flowing sand grips harder and stops more abruptly. 0: "
                                           "rate-independent friction")
-    viscosity: FloatProperty(name="Viscosity (Pa·s)", default=0.0, min=0.0, soft_max=100.0, precision=4)
-    yield_stress: FloatProperty(name="Yield Stress (Pa)", default=1.0e3, min=0.0, soft_max=1e5)
+    viscosity: FloatProperty(name="Viscosity (Pa·s)", default=0.0, min=0.0, max=1e9, soft_max=100.0, precision=4)
+    yield_stress: FloatProperty(name="Yield Stress (Pa)", default=1.0e3, min=0.0, max=1e12, soft_max=1e5)
     initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0),
                                           subtype="VELOCITY", unit="VELOCITY",
                                           description="World-space velocity at the start frame, m/s")
@@ -244,14 +244,14 @@ class ClearanceSceneSettings(bpy.types.PropertyGroup):
                                     description="Use the scene's gravity (Scene > Gravity)")
     gravity: FloatVectorProperty(name="Gravity (m/s²)", size=3, default=(0.0, 0.0, -9.81),
                                  subtype="ACCELERATION", unit="ACCELERATION")
-    contact_gap: FloatProperty(name="Contact Gap", default=1.0e-3, min=1e-6, soft_max=0.05, subtype="DISTANCE",
+    contact_gap: FloatProperty(name="Contact Gap", default=1.0e-3, min=1e-6, max=10.0, soft_max=0.05, subtype="DISTANCE",
                                unit="LENGTH", precision=4,
                                description="Distance (m) at which contact forces start: surfaces stay at least this close apart")
-    friction: FloatProperty(name="Friction", default=0.3, min=0.0, soft_max=2.0,
+    friction: FloatProperty(name="Friction", default=0.3, min=0.0, max=100.0, soft_max=2.0,
                             description="Default Coulomb friction for contacts")
-    newton_tol: FloatProperty(name="Newton Tolerance (m/s)", default=1.0e-2, min=1e-8, soft_max=1.0, precision=5,
+    newton_tol: FloatProperty(name="Newton Tolerance (m/s)", default=1.0e-2, min=1e-8, max=1e6, soft_max=1.0, precision=5,
                               description="A step stops when its largest velocity change is below this, m/s")
-    max_newton_iterations: IntProperty(name="Max Newton Iterations", default=100, min=1, soft_max=1000)
+    max_newton_iterations: IntProperty(name="Max Newton Iterations", default=100, min=1, max=1_000_000, soft_max=1000)
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="PC2")
     backend: EnumProperty(name="Solver", items=BACKEND_ITEMS, default="AUTO")
     server_address: StringProperty(name="Server",

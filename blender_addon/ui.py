@@ -213,6 +213,8 @@ class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
         prefs = preferences.get(context)
         if prefs is not None and prefs.server_mode == "EMBEDDED":
             preferences.draw_install_status(layout, prefs, width=60, full=False)
+        # bake on a machine without Blender: the scene a Bake would send, for `clearance-server bake`
+        layout.operator("clearance.export_scene", icon="EXPORT")
 
 
 _classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_maps, CLEARANCE_PT_bake,

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from typing import Optional
 
 import bpy
 import numpy as np
 
+from protocol.cache_layout import FRAMES_DIR, STATE_DIR, is_own_file
 from protocol.pc2 import HEADER_SIZE, PC2Writer, read_pc2
 from protocol.rigid import rigid_world_matrix
 from protocol.scene import SceneError
@@ -616,8 +616,36 @@ def free_object(obj: bpy.types.Object, folder: Optional[str]) -> None:
                 os.remove(p)
 
 
-def free_server_cache(folder: str) -> None:
-    """Remove the server's frame/state cache (so the next bake starts from scratch)."""
+def free_server_cache(folder: str) -> list:
+    """Remove the server's frame/state cache in ``folder``/server (so the next bake starts from scratch),
+    and only the files the server writes there (protocol.cache_layout): anything else a user put
+    in it stays, and so do the folders that still hold something. Symbolic links are never
+    followed nor removed. Returns the paths it left (empty when the whole cache is gone)."""
     path = os.path.join(folder, "server")
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+    if os.path.islink(path) or not os.path.isdir(path):
+        return []
+    for sub in (FRAMES_DIR, STATE_DIR, ""):
+        d = os.path.join(path, sub) if sub else path
+        if sub and (os.path.islink(d) or not os.path.isdir(d)):
+            continue
+        with os.scandir(d) as it:
+            for e in list(it):
+                if is_own_file(sub, e.name) and e.is_file(follow_symlinks=False):
+                    try:
+                        os.remove(e.path)
+                    except FileNotFoundError:
+                        pass
+        if sub:
+            _remove_if_empty(d)
+    _remove_if_empty(path)
+    left = []
+    for dirpath, dirs, files in os.walk(path):
+        left += [os.path.join(dirpath, n) for n in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]]
+    return sorted(left)
+
+
+def _remove_if_empty(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:   # not empty (a user's file), or already gone
+        pass

@@ -124,7 +124,7 @@ class Range:
 def check_range(value, rng: Range, obj: str, field_name: str, what: str) -> None:
     """Raise SceneError(obj, field_name) unless ``value`` is a finite real number inside ``rng``.
 
-    ``what`` starts the message ("Cube: material density", "settings fps")."""
+    ``what`` starts the message ("Cube: Density", "Clearance Bake setting Substeps")."""
     try:
         v = float(value)
         ok = not isinstance(value, (bool, str, bytes)) and rng.contains(v)
@@ -179,6 +179,32 @@ SETTINGS_RANGES = {
 }
 """Accepted settings values (the time step dt = 1 / (fps * substeps) is then positive and finite)."""
 
+MATERIAL_LABELS = {
+    "density": "Density", "youngs_modulus": "Young's Modulus (stiffness)", "poisson_ratio": "Poisson Ratio",
+    "friction": "Friction", "thickness": "Thickness", "bending_stiffness": "Bending Stiffness",
+    "damping": "Damping", "friction_angle": "Friction Angle", "particle_spacing": "Particle Spacing",
+    "viscosity": "Viscosity", "yield_stress": "Yield Stress", "grain_size": "Grain Size", "air_drag": "Air Drag",
+    "pressure": "Pressure", "sewing": "Sewing",
+}
+"""The name a user sees for a material field: the label of the add-on's field (its panel shows
+"Young's Modulus (Pa)", never ``youngs_modulus``), so a refusal names what to change. Fields with no
+add-on field (snow's hardening, ...) keep their protocol name."""
+SETTINGS_LABELS = {
+    "fps": "Frame Rate (fps)", "substeps": "Substeps", "contact_gap": "Contact Gap", "friction": "Friction",
+    "newton_tol": "Newton Tolerance", "max_newton_iterations": "Max Newton Iterations",
+}
+"""The name a user sees for a bake setting (the Clearance Bake panel's label; fps is the scene's Frame Rate)."""
+
+
+def material_label(name: str) -> str:
+    """The user-facing name of material field ``name`` (:data:`MATERIAL_LABELS`, else ``name``)."""
+    return MATERIAL_LABELS.get(name, name)
+
+
+def settings_label(name: str) -> str:
+    """The user-facing name of bake setting ``name`` (:data:`SETTINGS_LABELS`, else ``name``)."""
+    return SETTINGS_LABELS.get(name, name)
+
 
 @dataclass(frozen=True)
 class Material:
@@ -212,7 +238,7 @@ class Material:
         ``obj`` and the field), and unknown model names. Every field is checked whatever the
         role, so a NaN never reaches a solver that happens to read it."""
         for name, rng in MATERIAL_RANGES.items():
-            check_range(getattr(self, name), rng, obj, name, f"{obj}: material {name}")
+            check_range(getattr(self, name), rng, obj, name, f"{obj}: {material_label(name)}")
         if self.model not in ELASTIC_MODELS:
             raise SceneError(f"{obj}: unknown elastic model {self.model!r}; use one of {ELASTIC_MODELS}", obj, "model")
         if self.element not in ELEMENTS:
@@ -452,14 +478,14 @@ class Settings:
         for name in ("frame_start", "frame_end", "substeps", "max_newton_iterations", "debug_fail_after"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise SceneError(f"settings {name} must be a whole number, got {v!r}", "", name)
+                raise SceneError(f"Clearance Bake setting {settings_label(name)} must be a whole number, got {v!r}", "", name)
         if self.frame_end <= self.frame_start:
             raise SceneError(f"frame_end ({self.frame_end}) must be after frame_start ({self.frame_start})", "", "frame_end")
         if self.frame_end - self.frame_start > 1_000_000:
             raise SceneError(f"the frame range {self.frame_start}..{self.frame_end} is longer than 1,000,000 frames",
                              "", "frame_end")
         for name, rng in SETTINGS_RANGES.items():
-            check_range(getattr(self, name), rng, "", name, f"settings {name}")
+            check_range(getattr(self, name), rng, "", name, f"Clearance Bake setting {settings_label(name)}")
         if self.backend not in BACKENDS:
             raise SceneError(f"unknown backend {self.backend!r}; use one of {BACKENDS}", "", "backend")
         if self.solver_quality not in SOLVER_QUALITIES:

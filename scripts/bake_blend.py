@@ -2,7 +2,7 @@
 
     python scripts/bake_blend.py FILE.blend [--frames A B] [--out FILE_baked.blend]
                                  [--server ADDRESS] [--blender /path/to/blender]
-                                 [--solver-quality fast|accurate]
+                                 [--solver-quality fast|accurate] [--export SCENE.clrscene]
 
 With ``--blender`` the given Blender runs in background mode (``-b``) with this script as its
 ``--python`` (the add-on must be installed there); without it, the bpy module of this Python
@@ -11,6 +11,9 @@ does the work and the add-on is enabled from this checkout. The bake is the add-
 in the cache folder set in the file (by default ``//clearance_cache/<output name>/`` beside the output).
 ``--solver-quality`` overrides the file's Solver Quality (saved into the output file, so it
 records what it was baked with).
+``--export SCENE.clrscene`` bakes nothing: it writes the scene the bake would send (the add-on's
+*Export Scene (.clrscene)*, with the same overrides) so that a node without Blender can bake it with
+``clearance-server bake SCENE.clrscene --out DIR``; no server is started and the .blend is not saved.
 Progress goes to stdout as ``clearance: ...`` lines (each solver kernel of a cold compile, each
 frame, the end, and a warning naming the objects of frames that did not converge).
 Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
@@ -36,6 +39,8 @@ def parse(argv: list) -> argparse.Namespace:
     p.add_argument("--solver-quality", choices=("fast", "accurate"),
                    help="IPC solver: fast (block descent) or accurate (Newton IPC converged to the tolerance); "
                         "default: the file's Solver Quality")
+    p.add_argument("--export", metavar="SCENE.clrscene",
+                   help="write the scene to this .clrscene file instead of baking (for clearance-server bake)")
     return p.parse_args(argv)
 
 
@@ -65,7 +70,8 @@ def bake_here(args: argparse.Namespace) -> int:
     bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.blend))
     if not _enabled_module():
         _enable_from_checkout()
-    bpy.ops.wm.save_as_mainfile(filepath=out)  # "//" cache paths now resolve beside the output
+    if not args.export:
+        bpy.ops.wm.save_as_mainfile(filepath=out)  # "//" cache paths now resolve beside the output
     s = bpy.context.scene.clearance
     if args.frames:
         s.use_scene_range = False
@@ -74,6 +80,8 @@ def bake_here(args: argparse.Namespace) -> int:
         s.server_address = args.server
     if args.solver_quality:
         s.solver_quality = args.solver_quality.upper()   # the add-on's enum: FAST / ACCURATE
+    if args.export:
+        return export_here(os.path.abspath(args.export))
     try:
         result = bpy.ops.clearance.bake()
     except RuntimeError as exc:
@@ -86,6 +94,21 @@ def bake_here(args: argparse.Namespace) -> int:
     print(f"clearance: baked {s.frames_baked} frames into {out}")
     if s.last_warning:   # frames whose solver did not converge (the objects and the likely cause)
         print(f"clearance: warning: {s.last_warning}", flush=True)
+    return 0
+
+
+def export_here(path: str) -> int:
+    """Write the open file's scene to ``path`` with the add-on's Export Scene operator."""
+    import bpy
+    try:
+        result = bpy.ops.clearance.export_scene(filepath=path)
+    except RuntimeError as exc:
+        print(f"clearance: export failed: {exc}", file=sys.stderr)
+        return 1
+    if result != {"FINISHED"}:
+        print(f"clearance: export failed: {path} was not written", file=sys.stderr)
+        return 1
+    print(f"clearance: exported the scene to {path}; bake it with: clearance-server bake {path} --out DIR", flush=True)
     return 0
 
 

@@ -7,8 +7,9 @@ The zip holds blender_addon/ at its root (blender_manifest.toml first), protocol
 into ``vendor/protocol`` (the add-on puts ``vendor/`` on sys.path), the solver's sources in
 ``vendor/solver_server`` (the local server runs them; their dependencies numba, scipy... are
 installed on first use, blender_addon/solver_deps.py), and, unless
-``--no-wheels``, the pyzmq and msgpack wheels fetched with ``pip download`` for each platform
-and listed in the manifest's ``wheels`` (Blender installs them into its own Python).
+``--no-wheels``, the pyzmq and msgpack wheels fetched with ``pip download`` for each platform and
+each Python the manifest accepts (3.11 for Blender 4.2-5.0, 3.13 for 5.1: :data:`PYTHONS`), listed in
+the manifest's ``wheels`` (Blender installs the ones matching its own Python).
 When the bpy module is available its extension tool validates the staged package.
 
 ``--wheelhouse DIR`` instead downloads the wheels of the solver's dependencies (numba, scipy...,
@@ -33,7 +34,11 @@ WHEEL_PACKAGES = ("pyzmq", "msgpack")
 VENDORED = ("protocol", "solver_server")
 """Packages of this repository copied into the zip's ``vendor/``: the wire format (the add-on
 imports it) and the solver (the local server runs it)."""
-# Blender 4.2+ ships CPython 3.11; one wheel per platform Blender supports.
+PYTHONS = ("3.11", "3.13")
+"""Every CPython the manifest accepts (blender_version_min 4.2, no maximum): Blender 4.2 LTS to 5.0
+ship 3.11, Blender 5.1 ships 3.13. The zip carries the pyzmq and msgpack wheels of each (Blender
+installs the ones that match its own Python), so that no accepted Blender lacks them."""
+# one wheel per platform Blender supports, per Python
 PLATFORMS = {
     "linux-x64": "manylinux_2_28_x86_64",
     "windows-x64": "win_amd64",
@@ -51,13 +56,14 @@ def manifest_version(path: str) -> str:
     return m.group(1)
 
 
-def download_wheels(dest: str, platforms: list) -> list:
-    """``pip download`` the binary wheels of WHEEL_PACKAGES for CPython 3.11 on each platform."""
+def download_wheels(dest: str, platforms: list, pythons: tuple = PYTHONS) -> list:
+    """``pip download`` the binary wheels of WHEEL_PACKAGES for each CPython of ``pythons`` on each platform."""
     os.makedirs(dest, exist_ok=True)
-    for plat in platforms:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
-                        "--python-version", "3.11", "--implementation", "cp", "--platform", PLATFORMS[plat],
-                        "-d", dest, *WHEEL_PACKAGES], check=True)
+    for python in pythons:
+        for plat in platforms:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                            "--python-version", python, "--implementation", "cp", "--platform", PLATFORMS[plat],
+                            "-d", dest, *WHEEL_PACKAGES], check=True)
     return sorted(os.path.basename(p) for p in glob.glob(os.path.join(dest, "*.whl")))
 
 

@@ -30,7 +30,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "setup: installing Clearance and its test tools (bpy 5.0.1, numba, scipy, pyzmq, msgpack, pytest, pytest-xdist, hypothesis, ipctk; CHOLMOD if apt can)"
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -m pip install --quiet -e ".[test]" 2>&1 | grep -v "is ignored" || true
+# setuptools warns about every editable install ("Editable installation ... be careful with folders"), nine
+# lines a newcomer takes for an error; the install is what we want, so that one warning is silenced
+.venv/bin/python -W "ignore:Editable installation:UserWarning" -m pip install --quiet -e ".[test]" 2>&1 \
+  | grep -v "is ignored" || true
 .venv/bin/python -c "import bpy, numba, scipy, zmq, msgpack, pytest, xdist, hypothesis, solver_server, protocol" \
   || { echo "setup: installation failed (see pip output above)" >&2; exit 1; }
 

@@ -78,10 +78,8 @@ class MeshBackend(Backend):
         found = intersecting_pairs(x, hits, ct.mesh, roles)
         if found:
             names = [b.name for b in self.system.blocks]
-            parts = [f"{names[a]} and {names[b]} (at {format_point(pt)})" for (a, b), pt in found.items()]
-            first = next(iter(found))
-            raise SceneError(f"{'; '.join(parts)} intersect at the start frame; move them apart (at least the "
-                             f"contact gap {format_length(ct.dhat)}) before baking", names[first[0]], "vertices")
+            raise SceneError(intersection_message(found, names, ct.mesh, format_length(ct.dhat)),
+                             names[next(iter(found))[0]], "vertices")
 
     def _initial_kappa(self, ct, h: Optional[float] = None) -> float:
         """Barrier stiffness kappa (J/m^2) in this integrator's convention, where the barrier enters the
@@ -303,6 +301,42 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         raise SceneError(f"{f.name}: force fields need the Converged solver; set Solver Quality to Converged, or "
                          "turn off Force Fields in the Clearance bake settings for the Preview solver", f.name,
                          "force_fields")
+
+
+def surface_parts(mesh, body: int) -> int:
+    """Number of separate pieces (connected by shared vertices) of one body's collision surface."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    faces = mesh.faces[mesh.vertex_body[mesh.faces[:, 0]] == body]
+    if not len(faces):
+        return 1
+    ids, local = np.unique(faces, return_inverse=True)
+    local = local.reshape(faces.shape)
+    rows = np.concatenate([local[:, 0], local[:, 1]])
+    cols = np.concatenate([local[:, 1], local[:, 2]])
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(ids)))
+    return int(connected_components(graph, directed=False)[0])
+
+
+def intersection_message(found: dict, names: list, mesh, gap: str) -> str:
+    """One line for a scene that starts intersecting: each object that crosses itself (said once, as
+    itself: a joined object of two overlapping parts is not two objects) and each pair of objects
+    that cross, where, and what to do. ``found`` is :func:`intersecting_pairs`' result."""
+    own, pairs = [], []
+    for (a, b), pt in found.items():
+        if a == b:
+            if surface_parts(mesh, a) > 1:
+                own.append(f"{names[a]} intersects itself (at {format_point(pt)}): two of its parts overlap; "
+                           "separate them (Edit Mode, P > By Loose Parts) and move them apart")
+            else:
+                own.append(f"{names[a]} intersects itself (at {format_point(pt)}): its surface passes through "
+                           "itself; fix the mesh so that it does not cross itself")
+        else:
+            pairs.append(f"{names[a]} and {names[b]} (at {format_point(pt)})")
+    if pairs:
+        own.append(f"{'; '.join(pairs)} intersect at the start frame; move them apart (at least the "
+                   f"contact gap {gap}) before baking")
+    return "; ".join(own)
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

@@ -32,8 +32,8 @@ def check_triangles(name: str, vertices: np.ndarray, triangles: np.ndarray) -> N
     """No zero-area triangle (relative to the mesh size). Raises SceneError naming ``name``."""
     scale = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 0.0
     if scale <= 0.0:
-        raise SceneError(f"{name}: the mesh has zero extent (all vertices coincide); give it a real shape",
-                         name, "vertices")
+        raise SceneError(f"{name}: the mesh has zero extent (all vertices coincide, as when the object's Scale "
+                         "is 0); set a non-zero scale or give it a real shape", name, "vertices")
     areas = triangle_areas(vertices, triangles)
     bad = np.nonzero(areas <= 1e-12 * scale * scale)[0]
     if bad.size:
@@ -46,12 +46,15 @@ def check_solid(name: str, vertices: np.ndarray, triangles: np.ndarray) -> None:
     two triangles), without zero-area triangles, enclosing a non-zero volume."""
     check_triangles(name, vertices, triangles)
     _, counts = undirected_edges(triangles)
+    if (counts > 2).any():   # first: the edge where two parts touch is the problem, not a hole
+        n = int((counts > 2).sum())
+        raise SceneError(f"{name}: the mesh is non-manifold ({n} edge{'s' if n > 1 else ''} shared by "
+                         f"{int(counts.max())} faces, as where two parts touch along one edge); a solid needs every "
+                         "edge shared by exactly two faces: separate the parts (Select > All by Trait > Non "
+                         "Manifold)", name, "triangles")
     if (counts == 1).any():
         raise SceneError(f"{name}: the mesh is open ({int((counts == 1).sum())} boundary edges); a solid needs a "
                          "closed surface: fill the holes or use the cloth role", name, "triangles")
-    if (counts > 2).any():
-        raise SceneError(f"{name}: the mesh is non-manifold ({int((counts > 2).sum())} edges shared by more than "
-                         "two faces); clean it up (Select > All by Trait > Non Manifold)", name, "triangles")
     vol = enclosed_volume(vertices, triangles)
     scale = float(np.ptp(vertices, axis=0).max())
     if abs(vol) <= 1e-9 * scale ** 3:

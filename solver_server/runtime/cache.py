@@ -21,8 +21,9 @@ named ``scene.json`` is refused without blocking), and a damaged file raises
 :class:`CacheError` naming it. Disk full, read-only and permission faults raise
 :class:`CacheError` naming the file too, after removing the partial temporary.
 
-One job at a time per folder: :meth:`JobCache.lock` takes an exclusive ``flock`` on the
-folder itself (no lock file is created), held for the whole bake, so a second server, a
+One job at a time per folder: :meth:`JobCache.lock` takes an exclusive lock on the folder
+(folder_lock.py: ``flock`` on the folder itself on POSIX, no file created; a locked
+``clearance.lock`` on Windows), held for the whole bake, so a second server, a
 ``clearance-server bake`` or a second job reaching the same folder through a symlink is
 refused with :class:`CacheBusy` instead of interleaving its frames with the first job's.
 """
@@ -40,27 +41,12 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
+from protocol.cache_layout import (FRAMES_DIR, LOCK_FILE, OWN_TMP, SCENE_JSON, STATE_DIR, STATS_JSON,  # noqa: F401
+                                   is_own_file)
 from protocol.scene import Scene, SceneError
 from protocol.scenefile import scene_bytes
+from .folder_lock import FolderBusy, folder_lock
 
-try:
-    import fcntl
-except ImportError:  # Windows: no cross-process folder lock (the server's own check remains)
-    fcntl = None
-
-SCENE_JSON = "scene.json"
-STATS_JSON = "stats.json"
-FRAMES_DIR = "frames"
-STATE_DIR = "state"
-
-_TMP = r"(\.tmp\d+)?"
-_OWN = {
-    "": re.compile(rf"^(scene|stats)\.json{_TMP}$"),
-    FRAMES_DIR: re.compile(rf"^frame_-?\d+\.npz{_TMP}$"),
-    STATE_DIR: re.compile(rf"^state_-?\d+\.npz{_TMP}$"),
-}
-"""Names the bake writes, per sub-folder ("" is the cache folder itself), with their temporaries."""
-_OWN_TMP = re.compile(r"\.tmp\d+$")
 _TMP_OF_SCENE_JSON = re.compile(r"^scene\.json\.tmp\d+$")
 
 SCENE_KEYS = frozenset(("scene_hash", "name", "frame_start", "frame_end", "bodies"))
@@ -102,13 +88,6 @@ class CacheBusy(CacheError):
 def scene_hash(scene: Scene) -> str:
     """sha256 of the scene's canonical file bytes (every field and array)."""
     return hashlib.sha256(scene_bytes(scene)).hexdigest()
-
-
-def is_own_file(subdir: str, name: str) -> bool:
-    """True when ``name`` inside ``subdir`` ("" for the cache folder, "frames", "state") is a
-    file the bake writes (including its atomic-write temporaries)."""
-    pat = _OWN.get(subdir)
-    return bool(pat and pat.match(name))
 
 
 def os_error_text(e: OSError, path: str, action: str = "write") -> str:
@@ -302,28 +281,18 @@ class JobCache:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold an exclusive lock on the folder for the ``with`` block; CacheBusy at once when
-        another process (or another open of it) holds it. Released when the block ends or
-        the process dies."""
-        if fcntl is None:
-            yield
-            return
+        """Hold an exclusive lock on the folder for the ``with`` block (folder_lock: ``flock`` on
+        POSIX, a locked byte of ``clearance.lock`` on Windows); CacheBusy at once when another
+        process (or another open of it) holds it. Released when the block ends or the process dies."""
         try:
-            fd = os.open(self.root, os.O_RDONLY)
+            with folder_lock(self.root):
+                yield
+        except FolderBusy:
+            raise CacheBusy(f"another job is baking into {self.root} (in this server, another server or a "
+                            "`clearance-server bake`); wait for it, cancel it, or use another folder",
+                            self.root) from None
         except OSError as e:
-            raise CacheError(os_error_text(e, self.root, "open the cache folder"), self.root) from e
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise CacheBusy(f"another job is baking into {self.root} (in this server, another server or a "
-                                    "`clearance-server bake`); wait for it, cancel it, or use another folder",
-                                    self.root) from None
-                raise CacheError(os_error_text(e, self.root, "lock the cache folder"), self.root) from e
-            yield
-        finally:
-            os.close(fd)  # releases the flock
+            raise CacheError(os_error_text(e, self.root, "lock the cache folder"), self.root) from e
 
     def check_unlocked(self) -> None:
         """CacheBusy when another process holds :meth:`lock` right now (a cheap probe)."""
@@ -350,7 +319,7 @@ class JobCache:
                 for e2 in self._entries(e.name):
                     if not (is_own_file(e.name, e2.name) and e2.is_file(follow_symlinks=False)):
                         return e2.path
-            elif not (_TMP_OF_SCENE_JSON.match(e.name) and e.is_file(follow_symlinks=False)):
+            elif not ((_TMP_OF_SCENE_JSON.match(e.name) or e.name == LOCK_FILE) and e.is_file(follow_symlinks=False)):
                 return e.path   # without our scene.json even a stats.json is someone else's
         return None
 
@@ -391,7 +360,7 @@ class JobCache:
         """Remove the ``*.tmp<pid>`` files an interrupted bake left (only names the bake writes)."""
         for sub in ("", FRAMES_DIR, STATE_DIR):
             for e in list(self._entries(sub)):
-                if _OWN_TMP.search(e.name) and is_own_file(sub, e.name):
+                if OWN_TMP.search(e.name) and is_own_file(sub, e.name):
                     with contextlib.suppress(FileNotFoundError):
                         self._remove(e.path)
 
@@ -400,7 +369,8 @@ class JobCache:
         last: while any other file of ours is left, the folder still shows it is a cache."""
         for sub in (FRAMES_DIR, STATE_DIR, ""):
             for e in list(self._entries(sub)):
-                if is_own_file(sub, e.name) and e.name != SCENE_JSON and e.is_file(follow_symlinks=False):
+                if (is_own_file(sub, e.name) and e.name not in (SCENE_JSON, LOCK_FILE)
+                        and e.is_file(follow_symlinks=False)):
                     self._remove(e.path)
         if os.path.isfile(self.scene_json):
             self._remove(self.scene_json)
@@ -472,6 +442,18 @@ class JobCache:
             if os.path.isfile(self.state_path(f)):
                 last = f
         return last
+
+    def has_state(self, frame: int) -> bool:
+        """True when a state file of ``frame`` exists (it may still be damaged)."""
+        return os.path.isfile(self.state_path(frame))
+
+    def drop_after(self, frame: int, frame_end: int) -> None:
+        """Remove the frame and state files of ``frame + 1 .. frame_end`` (exact names of ours only):
+        a resume that falls back to ``frame`` bakes them again, and a damaged file among them must
+        not be found by the next resume."""
+        for f in range(frame + 1, frame_end + 1):
+            self._remove(self.frame_path(f))
+            self._remove(self.state_path(f))
 
     def frames_on_disk(self, frame_start: int, frame_end: int) -> list:
         return [f for f in range(frame_start, frame_end + 1) if os.path.isfile(self.frame_path(f))]

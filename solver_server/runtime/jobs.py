@@ -159,6 +159,9 @@ class JobManager:
         w.close()  # the child holds the only write end: EOF on r means the child is gone
         job.conn = r
         job.state = "running"
+        # the server's log line when a job starts (and one when it ends, server.py): id, what, how long it queued
+        print(f"clearance-server: job {job.id[:8]} started after {time.monotonic() - job.submitted:.1f} s queued: "
+              f"{job.summary}"[:800].replace("\n", " "), file=sys.stderr, flush=True)
 
     def cancel(self, job: Job) -> None:
         if job.state == "queued":

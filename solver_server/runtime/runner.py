@@ -99,9 +99,12 @@ def _bake_locked(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should
         emit(("progress", state, int(n.current), float(min(1.0, max(0.0, fraction))), message))
 
     digest = scene_hash(scene)
-    last = None
+    last, state, note = None, None, ""
     if resume and cache.check_resume(digest):
-        last = cache.last_complete_frame(s.frame_start, s.frame_end)
+        last, state, note = resume_point(cache, s.frame_start, s.frame_end,
+                                         cache.last_complete_frame(s.frame_start, s.frame_end))
+        if note:
+            progress("resuming", 0.0, note)
     elif not resume:
         cache.check_owner()   # never overwrite or clear a folder that is not a Clearance cache
     cache.remove_temporaries()  # what a killed job left half-written (exact names of ours only)
@@ -109,12 +112,47 @@ def _bake_locked(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should
     progress("building" if warm else "compiling", 0.0,
              "" if warm else "first bake with this backend: compiling solver kernels (cached afterwards)")
     with _compile_progress(s.backend, s.solver_quality, emit, n):
-        _solve(scene, cache, resume, emit, should_stop, n, progress, digest, last, warm)
+        _solve(scene, cache, emit, should_stop, n, progress, digest, last, state, warm)
+
+
+def resume_point(cache: JobCache, frame_start: int, frame_end: int, last) -> tuple:
+    """Where a resume really continues: ``(frame, state, note)``.
+
+    ``last`` is the last frame k with frames ``frame_start..k`` and the state of k on disk. When one of
+    those files is damaged (a disk fault, a killed copy), the resume falls back to the latest frame
+    before it whose state loads and whose frames all load, drops the files after that frame, and
+    ``note`` says which file was damaged and what is baked again; with no usable state at all it
+    returns ``(None, None, note)`` and the bake starts over. Without this a damaged last state
+    failed every Resume on the same file until the user deleted it by hand."""
+    if last is None:
+        return None, None, ""
+    damaged, good = None, last
+    for f in range(frame_start, last + 1):
+        try:
+            cache.read_frame(f)
+        except CacheError as e:
+            damaged, good = e, f - 1
+            break
+    for k in range(good, frame_start - 1, -1):
+        if not cache.has_state(k):
+            continue
+        try:
+            state = cache.read_state(k)
+        except CacheError as e:
+            damaged = damaged or e
+            continue
+        if damaged is None:
+            return k, state, ""
+        cache.drop_after(k, frame_end)
+        return k, state, (f"{damaged.path} is damaged: resuming after frame {k} instead of {last}; "
+                          f"frames {k + 1}-{last} are baked again")
+    return None, None, (f"cannot resume: {damaged.path} is damaged and no earlier frame has a usable state; "
+                        "baking from the start")
 
 
 def _compile_progress(backend: str, quality: str, emit: Emit, n: _Counters):
     """Report every kernel numba compiles during the job as a "compiling" progress message
-    ("compiling solver kernels 12/~254: module.kernel (41 s)"), whenever it happens (a cold first frame,
+    ("compiling solver kernels 12/~58: module.kernel (41 s)"), whenever it happens (a cold first frame,
     or a kernel first needed later). Emitted directly, never raising JobCancelled inside numba's
     compiler: cancel is checked between kernels by the job loop and the server's terminate."""
     if backend == "none":
@@ -129,9 +167,10 @@ def _compile_progress(backend: str, quality: str, emit: Emit, n: _Counters):
     return CompileProgress(report, key_of(backend, quality))
 
 
-def _solve(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should_stop: Callable[[], bool],
-           n: _Counters, progress: Callable, digest: str, last, warm: bool) -> None:
-    """Build the backend, then resume or start over, then solve, cache and emit every frame."""
+def _solve(scene: Scene, cache: JobCache, emit: Emit, should_stop: Callable[[], bool],
+           n: _Counters, progress: Callable, digest: str, last, state, warm: bool) -> None:
+    """Build the backend, then resume (from frame ``last``, whose loaded state is ``state``) or start
+    over (``last`` None), then solve, cache and emit every frame."""
     s = scene.settings
     span = max(1, s.frame_end - s.frame_start)
     from solver_server.backends import create
@@ -152,7 +191,7 @@ def _solve(scene: Scene, cache: JobCache, resume: bool, emit: Emit, should_stop:
             st = {k: v for k, v in by_frame.get(f, {}).items() if k != "frame"}
             emit(("frame", f, list(pos), list(pos.values()), _clean_stats(st)))
             n.frames_done += 1
-        backend.set_state(cache.read_state(last), last)
+        backend.set_state(state, last)
         n.current = last
     else:
         pos = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in backend.initial_positions().items()}

@@ -133,8 +133,9 @@ class Server:
         elif kind == "progress":
             _, state, frame, fraction, message = ev
             self._progress(job, state, frame, fraction, message)
-            if state == "compiling" and message:
-                # the server's own log of a cold compile (one line per kernel), beside what the client shows
+            if state in ("compiling", "resuming") and message:
+                # the server's own log of a cold compile (one line per kernel) and of where a resume
+                # continues (a damaged file makes it fall back), beside what the client shows
                 print(f"clearance-server: job {job.id[:8]}: {message}", file=sys.stderr, flush=True)
         elif kind == "end":
             _, state, frames_done, code, message, field, obj = ev

@@ -3,7 +3,7 @@
 numba compiles a kernel the first time it is called, so a cold first bake spends minutes compiling
 (docs/benchmarks.md, "Cold and warm start"). The add-on runs this command right after it installs
 the solver, and before it starts a server whose kernel cache is cold, so the artist sees
-``compiling solver kernels 12/~254`` while setting up the shot rather than a frozen first frame.
+``compiling solver kernels 12/~58`` while setting up the shot rather than a frozen first frame.
 
 It bakes a tiny built-in scene (a soft box and a cloth sheet landing on a floor, 3 frames, in a
 temporary folder) for each requested solver quality: the kernels a real bake of solids, cloth and
@@ -15,7 +15,7 @@ in the cache folder of the current sources, so an update compiles again).
 built-in scene compiles the mesh solvers' kernels only, so a farm that bakes MPM shots warms with one
 of them; its marker is ``warm-warmup-scene-<scene hash>``.
 
-Printed, one line per compiled kernel: ``compiling solver kernels 12/~254: module.kernel (41 s)``,
+Printed, one line per compiled kernel: ``compiling solver kernels 12/~58: module.kernel (41 s)``,
 then ``warm-up done: 260 kernels compiled for fast in 204 s; kernel cache: <folder>``.
 Also ``python -m solver_server.runtime.warmup`` (what the add-on runs: it needs no console script).
 """

@@ -91,3 +91,34 @@ def test_a_cache_folder_that_is_a_file_is_one_line_without_traceback(blender, se
     assert "Traceback" not in capfd.readouterr().err
     assert blocker.read_text() == "a user's file"
     assert addon("writeback").OWNER_FILE not in os.listdir(tmp_path)
+
+
+def test_free_bake_removes_only_the_servers_own_files(blender, server, tmp_path):
+    """Issue 20 item 11: Free Bake deleted the whole server/ subfolder of the cache folder, with any
+    file a user had put there. It now removes only the names the bake writes (protocol.cache_layout);
+    a user's files and anything behind a symbolic link stay, byte for byte and mtime."""
+    s = _shot(server, (1, 5))
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
+    assert bpy.ops.clearance.bake() == {"FINISHED"}, s.last_error
+    srv = tmp_path / "clearance_cache" / "shot" / "server"
+    assert (srv / "scene.json").is_file() and (srv / "frames" / "frame_00005.npz").is_file()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "frame_00001.npz").write_bytes(b"a user's file with a bake's name")
+    mine = {srv / "notes.txt": b"my notes", srv / "frames" / "reference.png": b"\x89PNG", outside / "frame_00001.npz": None}
+    for p, data in mine.items():
+        if data is not None:
+            p.write_bytes(data)
+    (srv / "linked").symlink_to(outside, target_is_directory=True)
+    before = {p: (_digest(p), os.stat(p).st_mtime_ns) for p in mine}
+    assert bpy.ops.clearance.free_bake() == {"FINISHED"}
+    assert {p: (_digest(p), os.stat(p).st_mtime_ns) for p in mine} == before      # user files touched: 0
+    assert (srv / "linked").is_symlink()
+    assert sorted(p.name for p in srv.iterdir()) == ["frames", "linked", "notes.txt"]
+    assert sorted(p.name for p in (srv / "frames").iterdir()) == ["reference.png"]
+    # with nothing of the user's left in it, the server folder goes entirely
+    for p in (srv / "notes.txt", srv / "frames" / "reference.png", srv / "linked"):
+        p.unlink()
+    assert bpy.ops.clearance.bake() == {"FINISHED"}, s.last_error
+    assert bpy.ops.clearance.free_bake() == {"FINISHED"}
+    assert not srv.exists()

@@ -56,3 +56,20 @@ def test_format_length():
     assert format_length(0.0020000000949949026) == "2 mm"
     assert format_length(0.35) == "0.35 m"
     assert format_length(1.5e-5) == "15 um"
+
+
+def test_one_object_of_two_overlapping_parts_is_named_once_as_intersecting_itself():
+    """Issue 20 item 9: a joined object of two overlapping cubes was reported as 'Joined and Joined
+    intersect'; it is one object whose parts overlap, and the fix is to separate them."""
+    from solver_server.model.primitives import box
+    V1, T1 = box((0.2, 0.2, 0.2), center=(0.0, 0.0, 0.5))
+    V2, T2 = box((0.2, 0.2, 0.2), center=(0.1, 0.05, 0.55))
+    joined = Body("Joined", "solid", np.vstack([V1, V2]), np.vstack([T1, T2 + len(V1)]).astype(np.int32),
+                  material=Material())
+    with pytest.raises(SceneError) as ei:
+        MeshBackend(scene(joined, plane("floor"), frame_end=3))
+    msg = str(ei.value)
+    assert msg.startswith("Joined intersects itself (at ("), msg
+    assert "two of its parts overlap; separate them (Edit Mode, P > By Loose Parts)" in msg
+    assert "Joined and Joined" not in msg and msg.count("Joined") == 1 and "\n" not in msg
+    assert ei.value.obj == "Joined"

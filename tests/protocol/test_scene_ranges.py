@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from protocol.scene import MATERIAL_RANGES, SETTINGS_RANGES, SceneError
+from protocol.scene import MATERIAL_RANGES, SETTINGS_RANGES, SceneError, material_label, settings_label
 from scenes import make_scene
 
 NAN, INF = float("nan"), float("inf")
@@ -46,7 +46,7 @@ def test_bad_material_is_refused_naming_object_and_field(field, value):
     with pytest.raises(SceneError) as e:
         scene.validate()
     assert e.value.obj == scene.bodies[1].name and e.value.field == field
-    assert scene.bodies[1].name in str(e.value) and field in str(e.value)
+    assert scene.bodies[1].name in str(e.value) and material_label(field) in str(e.value)
 
 
 @pytest.mark.parametrize("field, value", BAD_SETTINGS)
@@ -56,7 +56,7 @@ def test_bad_settings_are_refused_naming_the_field(field, value):
     with pytest.raises(SceneError) as e:
         scene.validate()
     assert e.value.field == field and e.value.obj == ""
-    assert field in str(e.value) or field == "frame_end"
+    assert settings_label(field) in str(e.value) or field == "frame_end"
 
 
 @pytest.mark.parametrize("velocity", [(1e9, 0.0, 0.0), (0.0, NAN, 0.0), (0.0, 0.0, -INF)])
@@ -93,3 +93,25 @@ def test_the_defaults_and_the_range_edges_are_accepted():
     bodies = (dataclasses.replace(scene.bodies[0], initial_velocity=(999.0, 0.0, 0.0)),) + scene.bodies[1:]
     dataclasses.replace(scene, bodies=bodies).validate()
     assert np.isfinite(make_scene().settings.dt)
+
+
+def test_a_refused_modulus_is_named_as_the_panel_names_it():
+    """Issue 20 item 9: 1e15 Pa used to come back as 'material youngs_modulus must be ...', a name the
+    user never sees; the message now says what the panel calls it and what to do, in one line."""
+    scene = _with_material(make_scene(), 1, youngs_modulus=1e15)
+    with pytest.raises(SceneError) as e:
+        scene.validate()
+    msg = str(e.value)
+    assert msg.startswith(f"{scene.bodies[1].name}: Young's Modulus (stiffness) must be a finite number in (0, 1e+13] Pa")
+    assert "youngs_modulus" not in msg and "\n" not in msg and e.value.field == "youngs_modulus"
+
+
+def test_too_many_substeps_are_refused_in_one_line_naming_the_setting():
+    """Issue 20 item 10: substeps up to 1e5 used to be accepted (one frame over 90 s)."""
+    scene = make_scene()
+    scene = dataclasses.replace(scene, settings=dataclasses.replace(scene.settings, substeps=100_000))
+    with pytest.raises(SceneError) as e:
+        scene.validate()
+    msg = str(e.value)
+    assert msg.startswith("Clearance Bake setting Substeps must be a finite number in [1, 1000] steps per frame")
+    assert "\n" not in msg and e.value.field == "substeps"

@@ -52,6 +52,16 @@ def test_each_compiled_kernel_is_reported_and_a_warm_process_reports_none(tmp_pa
 def test_message_reads_well():
     assert message(12, 58, "barrier_hessian", 41.2) == "compiling solver kernels 12/~58: barrier_hessian (41 s)"
     assert message(61, 58, "k", 3.0) == "compiling solver kernels 61: k (3 s)"
+    assert message(3, 0, "k", 3.0) == "compiling solver kernels 3: k (3 s)"     # no total before one is known
+
+
+OWN_MODULES = {f[:-3] for _, _, files in os.walk(os.path.join(ROOT, "solver_server")) for f in files
+               if f.endswith(".py")}
+
+
+def _own(name: str) -> bool:
+    """A reported name is 'module.kernel' of a module of the solver, never numba's ('arrayobj.impl')."""
+    return name.split(".")[0] in OWN_MODULES and not name.endswith(".impl")
 
 
 # -- end to end: a server and a bake that really compile a few kernels --------------------------------
@@ -86,6 +96,8 @@ def test_server_forwards_and_logs_each_compiled_kernel(tmp_path, compile_cache):
     counts = _counts(m for _, m in msgs)   # the server's heartbeat repeats the latest one every second
     assert counts == sorted(counts) and sorted(set(counts)) == list(range(1, max(counts) + 1)), counts
     assert any(m.split(": ")[1].split(".")[0] == REBUILT_MODULE for _, m in msgs), msgs
+    names = {m.split(": ")[1].rsplit(" (", 1)[0] for _, m in msgs}
+    assert all(_own(n) for n in names), sorted(n for n in names if not _own(n))   # issue 20: no numba internals
     logged = [x for x in err.splitlines() if x.startswith("clearance-server: job ")]
     assert _counts(logged) == list(range(1, max(counts) + 1)), err[-2000:]
 
@@ -99,6 +111,8 @@ def test_bake_cli_prints_each_compiled_kernel(tmp_path, compile_cache):
     kernel_lines = [x for x in lines if x.startswith("[compiling]") and KERNEL_LINE.search(x)]
     assert kernel_lines and _counts(kernel_lines) == list(range(1, len(kernel_lines) + 1)), r.stdout
     assert any(x.split(": ")[-1].startswith(REBUILT_MODULE + ".") for x in kernel_lines), kernel_lines
+    names = {x.split(": ")[-1].rsplit(" (", 1)[0] for x in kernel_lines}
+    assert all(_own(n) for n in names), sorted(n for n in names if not _own(n))
     assert lines.index(kernel_lines[0]) < next(i for i, x in enumerate(lines) if x.startswith("frame 2 done"))
     # the copied cache served everything else: a second bake in the same cache compiles nothing
     again = subprocess.run([sys.executable, "-m", "solver_server", "bake", compile_cache.scene_file, "--out",

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import zmq
 
-from protocol import Client, Done, Error, Frame, Hello, Ping, Pong, RemoteError, Welcome, save_scene
+from protocol import Client, Done, Error, Frame, Hello, Ping, Pong, Progress, RemoteError, Welcome, save_scene
 from protocol.codec import encode
 from protocol.messages import decode_message, encode_message
 from protocol.scenewire import scene_to_wire
@@ -203,10 +203,30 @@ def test_bake_resume_with_a_fifo_scene_json_does_not_hang(tmp_path):
     assert str(out / "scene.json") in r.stderr and "not a regular file" in r.stderr, r.stderr
 
 
+def _bake_with_progress(address, scene, folder, resume=False):
+    """Submit and wait; returns (frames, errors, done, progress messages)."""
+    frames, errors, done, notes = {}, [], None, []
+    with Client(address, timeout=10.0) as c:
+        c.connect()
+        for ev in c.events(c.submit(scene, str(folder), resume=resume), timeout=30.0):
+            if isinstance(ev, Frame):
+                frames[ev.frame] = ev
+            elif isinstance(ev, Error):
+                errors.append(ev)
+            elif isinstance(ev, Done):
+                done = ev
+            elif isinstance(ev, Progress) and ev.message:
+                notes.append(ev.message)
+    return frames, errors, done, notes
+
+
 @pytest.mark.parametrize("which", ["state", "frame"])
 @pytest.mark.parametrize("damage", [b"", b"PK\x03\x04 truncated zip", b"\x93NUMPY garbage"])
-def test_resume_with_damaged_npz_fails_naming_the_file(server, tmp_path, which, damage):
-    scene = make_scene(n_frames=4)
+def test_resume_past_a_damaged_file_falls_back_to_the_last_good_state(server, tmp_path, which, damage):
+    """Issue 20 item 10: a damaged state (or frame) used to fail every Resume on the same file until the
+    user deleted it. Resume now continues from the last frame before it with a usable state, says so,
+    bakes the rest again and replaces the damaged file; the result equals an uninterrupted bake."""
+    scene = make_scene(n_frames=6)
     s = scene.settings
     folder = tmp_path / "c"
     _finished_bake(server, scene, folder)
@@ -216,16 +236,36 @@ def test_resume_with_damaged_npz_fails_naming_the_file(server, tmp_path, which, 
     last = s.frame_end - 2
     bad = folder / ("state" if which == "state" else "frames") / f"{which}_{last:05d}.npz"
     bad.write_bytes(damage)
-    frames, errors, done = _bake(server.address, scene, folder, resume=True)
-    assert done.state == "failed" and len(errors) == 1
-    err = errors[0]
-    assert err.code == "cache" and err.field == "cache_dir", err
-    assert str(bad) in err.message and "Traceback" not in err.message, err.message
-    assert (folder / "frames" / f"frame_{s.frame_start:05d}.npz").exists()   # nothing removed
-    assert bad.read_bytes() == damage
-    with Client(server.address, timeout=10.0) as c:
-        c.connect()
-        c.ping()
+    frames, errors, done, notes = _bake_with_progress(server.address, scene, folder, resume=True)
+    assert errors == [] and done.state == "done", (errors, done)
+    note = [m for m in notes if "damaged" in m]
+    assert note == [f"{bad} is damaged: resuming after frame {last - 1} instead of {last}; frames {last}-{last} "
+                    "are baked again"], notes
+    assert sorted(frames) == list(range(s.frame_start, s.frame_end + 1))
+    _assert_frames_equal(folder, scene, range(s.frame_start, s.frame_end + 1))
+    assert bad.read_bytes() != damage
+    assert f"clearance-server: job {done.job_id[:8]}: {note[0]}" in server.stderr_text()
+    # and a second Resume of the finished bake is a plain one
+    frames, errors, done, notes = _bake_with_progress(server.address, scene, folder, resume=True)
+    assert errors == [] and done.state == "done" and not [m for m in notes if "damaged" in m]
+
+
+def test_resume_with_no_usable_state_says_so_and_bakes_from_the_start(server, tmp_path):
+    scene = make_scene(n_frames=4)
+    s = scene.settings
+    folder = tmp_path / "c"
+    _finished_bake(server, scene, folder)
+    for f in range(s.frame_start + 1, s.frame_end + 1):
+        (folder / "state" / f"state_{f:05d}.npz").unlink()
+    bad = folder / "state" / f"state_{s.frame_start:05d}.npz"
+    bad.write_bytes(b"PK\x03\x04 truncated zip")
+    user = folder / "notes.txt"
+    user.write_text("mine")
+    frames, errors, done, notes = _bake_with_progress(server.address, scene, folder, resume=True)
+    assert errors == [] and done.state == "done", (errors, done)
+    assert f"cannot resume: {bad} is damaged and no earlier frame has a usable state; baking from the start" in notes
+    _assert_frames_equal(folder, scene, range(s.frame_start, s.frame_end + 1))
+    assert user.read_text() == "mine"          # starting over removes only the bake's own files
 
 
 # -- item 3: the bake touches only its own files -------------------------------------------------

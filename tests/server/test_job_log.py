@@ -1,5 +1,6 @@
-"""Issue 20 item 11: the server writes one line per job to its stderr when the job ends: what it
-baked, how it ended and after how long (the server used to log nothing per job). Real server."""
+"""Issue 20 item 11: the server writes one line per job to its stderr when the job starts (id, what it
+bakes, how long it queued) and one when it ends (how it ended, frames, after how long); it used to log
+nothing per job. Real server."""
 from protocol import Client, Done
 from scenes import make_scene
 
@@ -16,8 +17,12 @@ def test_one_line_per_job(server, tmp_path):
         assert done.state == "done"
         bad, done = _run(c, make_scene(n_frames=5, debug_fail_after=2), str(tmp_path / "b"))
         assert done.state == "failed"
-    lines = [ln for ln in server.stderr_text().splitlines() if ln.startswith("clearance-server: job ")]
-    assert len(lines) == 2, lines
+    log = [ln for ln in server.stderr_text().splitlines() if ln.startswith("clearance-server: job ")]
+    started = [ln for ln in log if " started after " in ln]
+    lines = [ln for ln in log if " started after " not in ln]
+    assert len(started) == 2 and len(lines) == 2, log
+    assert started[0].startswith(f"clearance-server: job {ok[:8]} started after ") and " s queued: 'test scene'" in started[0]
+    assert started[1].startswith(f"clearance-server: job {bad[:8]} started after ")
     assert lines[0].startswith(f"clearance-server: job {ok[:8]} done after ") and "3 frames" in lines[0]
     assert "'test scene', 3 objects, frames 3-5, backend none" in lines[0] and str(tmp_path / "a") in lines[0]
     assert lines[1].startswith(f"clearance-server: job {bad[:8]} failed after ") and " [" in lines[1]

@@ -11,6 +11,7 @@ import pytest
 
 from protocol import Client, Done, RemoteError
 from scenes import make_scene
+from protocol.scene import material_label, settings_label
 
 
 def _refusal(address: str, scene, folder) -> RemoteError:
@@ -96,6 +97,7 @@ def test_bad_values_are_refused_over_the_socket_naming_object_and_field(server, 
         want_obj = None if where == "settings" else make_scene().bodies[1].name
         assert (err.code, err.field) == ("scene", field), (field, value, err)
         assert (err.obj or None) == want_obj, (field, err)
-        assert field in err.message or field == "initial_velocity", err.message
+        label = material_label(field) if where == "material" else settings_label(field)
+        assert label in err.message or field == "initial_velocity", err.message
         assert not folder.exists()      # refused before any solve: nothing written
     assert _bakes(server.address, make_scene(), tmp_path / "good") == "done"   # and the server still bakes
