@@ -17,8 +17,10 @@ the bar (issue 23) is 0 intersections, every step converged, and via the add-on 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 
@@ -28,7 +30,7 @@ from solver_server.model.primitives import grid_sheet, icosphere
 
 from .ipc import drape_scene, run_blender_drape
 from .report import log
-from .suite import bake, positions, row, speeds
+from .suite import bake, positions, row
 
 
 def _log(msg: str) -> None:
@@ -38,9 +40,9 @@ def _log(msg: str) -> None:
 def _measure(n: int):
     nv = (n + 1) ** 2
 
-    def measure(b, trace):
+    def measure(b, run):
         x = positions(b)[:nv].copy()
-        v = float(speeds(b)[:nv].max())
+        v = run["speeds"][-1]
         return {"value": float(x[:, 2].min()), "x": x, "speed": v,
                 "text": f"lowest {x[:, 2].min() * 1e3:.0f} mm, v {v * 1e3:.0f} mm/s"}
     return measure
@@ -102,12 +104,33 @@ def _addon_bake(bpy, n: int, frames: int) -> dict:
             "x": x.reshape(-1, 3).astype(np.float64)}
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send file descriptor 1 to stderr for a while: the add-on and Blender print bake progress there, and
+    this process's stdout is the section's markdown."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def addon_drapes(sizes, frames: int) -> dict:
     """{n: add-on bake} for every size, one enabled add-on (one local server) for all of them."""
     import bpy
     from tests.blender import addon_env    # enables the add-on from this checkout the way a user does
-    addon_env.reset()
     out = {}
+    with _stdout_to_stderr():
+        addon_env.reset()
+        _addon_baked(bpy, addon_env, sizes, frames, out)
+    return out
+
+
+def _addon_baked(bpy, addon_env, sizes, frames: int, out: dict) -> None:
     try:
         _log("add-on: a 4^2 drape, 2 frames, to start the local server (not timed)")
         _addon_bake(bpy, 4, 2)
@@ -118,7 +141,6 @@ def addon_drapes(sizes, frames: int) -> dict:
     finally:
         if addon_env.is_enabled():
             addon_env.disable()     # stops the local server
-    return out
 
 
 def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: bool = True,
@@ -137,7 +159,8 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
     if blender:
         for n in sizes:
             try:
-                res[n]["blender"] = run_blender_drape(n, n_frames)
+                with _stdout_to_stderr():
+                    res[n]["blender"] = run_blender_drape(n, n_frames)
             except Exception as exc:   # bpy missing or API drift: say so, keep our figures
                 notes.append(f"Blender cloth {n}^2 failed: {exc!r}"[:300])
     if addon:
@@ -159,7 +182,7 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
                         _rms_from(conv), bar, blender=bl, addon=ad))
         if ad:
             dev = float(np.abs(ad["x"] - conv["x"]).max()) if ad["x"].shape == conv["x"].shape else float("nan")
-            notes.append(f"drape {n}^2 via the add-on: {ad['frames_baked']} frames in {ad['total_seconds']:.1f} s wall; "
+            notes.append(f"drape {n}^2 via the add-on: {n_frames} frames (+ the initial one) in {ad['total_seconds']:.1f} s wall; "
                          f"its last frame differs from the in-process Converged bake by {dev * 1e3:.3g} mm at most "
                          "(float32 .pc2 cache).")
         drapes.append({"n": n, "vertices": (n + 1) ** 2, "conv_cpu": conv["cpu"], "prev_cpu": prev["cpu"] if prev else None,
