@@ -133,7 +133,8 @@ def cantilever(quick: bool, preview: bool, frames: int = 0) -> dict:
 
 
 def sag(quick: bool, preview: bool, frames: int = 0, E: float = 1.0e6) -> dict:
-    """20 cm cube (E 1e6 Pa, 1000 kg/m^3, 2x2 quads a face) set 0.5 mm above a frictionless floor: shortening."""
+    """20 cm cube (E 1e6 Pa, 1000 kg/m^3, 2x2 quads a face) set 0.5 mm above a frictionless floor: shortening,
+    and the largest vertex speed relative to the cube's mean motion (its sideways drift shown apart)."""
     Hc, rho = 0.2, 1000.0
     n_frames = frames or (12 if quick else 48)
     V, T = box((Hc, Hc, Hc), center=(0.0, 0.0, Hc / 2 + 5e-4), divisions=2)
@@ -144,10 +145,15 @@ def sag(quick: bool, preview: bool, frames: int = 0, E: float = 1.0e6) -> dict:
     def measure(b, run):
         x = positions(b)[:len(V)]
         d = float(Hc - (x[top, 2].mean() - x[bottom, 2].mean()))
-        v = run["speeds"][-1]
-        return {"value": d, "speed": v, "text": f"{d * 1e3:.3f} mm, v {v * 1e3:.1f} mm/s"}
+        # on a frictionless floor a sideways velocity left by the landing (a converged step is exact only to
+        # Newton Tolerance) never decays: the speed that says "at rest" is the deformation's, the drift is shown
+        step = (run["trace"][-1] - run["trace"][-2]) * sc.settings.fps
+        drift = step.mean(0)
+        v = float(np.linalg.norm(step - drift, axis=1).max())
+        return {"value": d, "speed": v, "text": f"{d * 1e3:.3f} mm, v {v * 1e3:.1f} mm/s, drift "
+                                                f"{np.linalg.norm(drift) * 1e3:.1f} mm/s"}
 
-    conv, prev = both(sc, n_frames, measure, preview, "sag")
+    conv, prev = both(sc, n_frames, measure, preview, "sag", every=lambda b: positions(b)[:len(V)].copy())
     ref = rho * G * Hc ** 2 / (2.0 * E)
     return {"rows": [row(f"cube sag (E {E:.0e})", f"{conv['system'].get('tets', '?')} tets", n_frames,
                          f"{ref * 1e3:.3f} mm (rho g H^2 / 2E)", ref, conv, prev, rel_error(ref),
