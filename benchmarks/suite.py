@@ -34,6 +34,7 @@ Usage: python -m benchmarks [--quick] suite [scenes=cusick,rod] [sizes=24,48,64,
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -77,6 +78,11 @@ def intersections(b: MeshBackend) -> int:
     if not len(s.coll_faces):
         return 0
     return int(count_intersections(x, s.coll_faces, s.coll_edges))
+
+
+def quality(sc, q: str):
+    """The same scene with Solver Quality ``q`` ("accurate": Converged, "fast": Preview)."""
+    return dataclasses.replace(sc, settings=dataclasses.replace(sc.settings, solver_quality=q))
 
 
 def bake(scene, frames: int, measure, every=None, contact: bool = True, tet_spacing=None, label: str = "") -> dict:

@@ -2,7 +2,8 @@
 1 m, 0.2 kg/m^2, E 1e5 Pa, B 1e-6 N m, self-contact, mu 0.3, 24 fps), all frames, with
 
 * Converged (the default) and Preview baked in this process (CPU seconds per frame, exact intersections
-  every frame); Preview's error is its final shape's RMS distance from the Converged one;
+  every frame) on the scene the add-on exported for its bake (so the two Converged bakes can be compared
+  vertex for vertex); Preview's error is its final shape's RMS distance from the Converged one;
 * Blender's cloth on the same grid and sphere (benchmarks/ipc.py's run_blender_drape: quality 5,
   self-collision; wall seconds per frame; its intersections counted with the same exact test);
 * the default timed through the add-on: the same scene built as Blender objects with Clearance roles and
@@ -30,7 +31,7 @@ from solver_server.model.primitives import grid_sheet, icosphere
 
 from .ipc import drape_scene, run_blender_drape
 from .report import log
-from .suite import bake, positions, row
+from .suite import bake, positions, quality, row
 
 
 def _log(msg: str) -> None:
@@ -66,8 +67,10 @@ def _object(bpy, name, verts, faces):
     return ob
 
 
-def _addon_bake(bpy, n: int, frames: int) -> dict:
-    """Build the drape as Blender objects with Clearance roles and bake it with the add-on's operator."""
+def _addon_bake(bpy, export, n: int, frames: int) -> dict:
+    """Build the drape as Blender objects with Clearance roles, keep the protocol Scene the add-on exports
+    for them (what its Bake sends: float32 vertex coordinates, canonical triangle order), and bake it with
+    the add-on's operator."""
     for ob in list(bpy.data.objects):
         bpy.data.objects.remove(ob, do_unlink=True)
     scn = bpy.context.scene
@@ -85,6 +88,7 @@ def _addon_bake(bpy, n: int, frames: int) -> dict:
     assert s.solver_quality == "ACCURATE", s.solver_quality     # the default: Converged
     folder = tempfile.mkdtemp(prefix="clearance_suite_")
     s.cache_folder = folder + os.sep
+    sent = export.export_scene(bpy.context).scene
     try:
         t0 = time.perf_counter()
         result = bpy.ops.clearance.bake()
@@ -101,7 +105,7 @@ def _addon_bake(bpy, n: int, frames: int) -> dict:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"seconds_per_frame": wall / frames, "total_seconds": wall, "frames_baked": int(s.frames_baked),
-            "x": x.reshape(-1, 3).astype(np.float64)}
+            "x": x.reshape(-1, 3).astype(np.float64), "scene": sent}
 
 
 @contextlib.contextmanager
@@ -131,12 +135,14 @@ def addon_drapes(sizes, frames: int) -> dict:
 
 
 def _addon_baked(bpy, addon_env, sizes, frames: int, out: dict) -> None:
+    import importlib
+    export = importlib.import_module(f"{addon_env.MODULE}.export")
     try:
         _log("add-on: a 4^2 drape, 2 frames, to start the local server (not timed)")
-        _addon_bake(bpy, 4, 2)
+        _addon_bake(bpy, export, 4, 2)
         for n in sizes:
             _log(f"add-on: drape {n}^2, {frames} frames")
-            out[n] = _addon_bake(bpy, n, frames)
+            out[n] = _addon_bake(bpy, export, n, frames)
             _log(f"add-on: {out[n]['seconds_per_frame']:.3f} wall s/frame ({out[n]['total_seconds']:.1f} s)")
     finally:
         if addon_env.is_enabled():
@@ -147,14 +153,7 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
         addon: bool = True) -> dict:
     sizes = list(sizes) or ([8, 12] if quick else [24, 48, 64])
     n_frames = frames or (6 if quick else 48)
-    res = {}
-    for n in sizes:
-        conv = bake(drape_scene(n, n_frames, "accurate"), n_frames, _measure(n), label=f"drape {n}^2")
-        prev = bake(drape_scene(n, n_frames, "fast"), n_frames, _measure(n), label=f"drape {n}^2") if preview else None
-        for r in (conv, prev):
-            if r is not None:
-                r.pop("backend", None)
-        res[n] = {"conv": conv, "prev": prev}
+    res = {n: {} for n in sizes}
     notes = []
     if blender:
         for n in sizes:
@@ -169,6 +168,15 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
                 res[n]["addon"] = a
         except Exception as exc:
             notes.append(f"The bake through the add-on failed: {exc!r}"[:300])
+    for n in sizes:
+        # in this process: the very scene the add-on sent when it baked (else benchmarks/ipc.py's, float64)
+        sc = res[n]["addon"]["scene"] if "addon" in res[n] else drape_scene(n, n_frames, "accurate")
+        conv = bake(quality(sc, "accurate"), n_frames, _measure(n), label=f"drape {n}^2")
+        prev = bake(quality(sc, "fast"), n_frames, _measure(n), label=f"drape {n}^2") if preview else None
+        for r in (conv, prev):
+            if r is not None:
+                r.pop("backend", None)
+        res[n].update(conv=conv, prev=prev)
     rows, drapes = [], []
     for n in sizes:
         conv, prev, bl, ad = res[n]["conv"], res[n]["prev"], res[n].get("blender"), res[n].get("addon")
@@ -183,8 +191,8 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
         if ad:
             dev = float(np.abs(ad["x"] - conv["x"]).max()) if ad["x"].shape == conv["x"].shape else float("nan")
             notes.append(f"drape {n}^2 via the add-on: {n_frames} frames (+ the initial one) in {ad['total_seconds']:.1f} s wall; "
-                         f"its last frame differs from the in-process Converged bake by {dev * 1e3:.3g} mm at most "
-                         "(float32 .pc2 cache).")
+                         f"its last frame differs from the in-process Converged bake of the same exported scene by "
+                         f"{dev * 1e3:.3g} mm at most (the .pc2 cache is float32).")
         drapes.append({"n": n, "vertices": (n + 1) ** 2, "conv_cpu": conv["cpu"], "prev_cpu": prev["cpu"] if prev else None,
                        "addon_wall": ad["seconds_per_frame"] if ad else None,
                        "blender_wall": bl["seconds_per_frame"] if bl else None})

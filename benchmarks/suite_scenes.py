@@ -37,16 +37,11 @@ from tests.ipc.cusick import cusick_scene, drape_coefficient
 from tests.ipc.test_bending_calibration import elastica_chord_angle
 from tests.ipc.test_scene_helpers import plane
 
-from .suite import REST_SPEED, abs_error, bake, positions, rel_error, row
+from .suite import REST_SPEED, abs_error, bake, positions, quality, rel_error, row
 
 G = 9.81
 DC_TARGET = {"silk": 0.35, "cotton": 0.70, "denim": 0.87}
 """Issue 10's Cusick targets (module docstring)."""
-
-
-def quality(sc: Scene, q: str) -> Scene:
-    """The same scene with Solver Quality ``q`` ("accurate": Converged, "fast": Preview)."""
-    return dataclasses.replace(sc, settings=dataclasses.replace(sc.settings, solver_quality=q))
 
 
 def both(sc: Scene, frames: int, measure, preview: bool, label: str, **kw) -> tuple:
