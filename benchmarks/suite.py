@@ -92,17 +92,16 @@ def bake(scene, frames: int, measure, every=None, contact: bool = True, tet_spac
     ``run``: {"trace": [every(b) after each frame] (when ``every`` is given), "speeds": [largest vertex speed
     of each frame, m/s]}; a frame's speed is its largest vertex displacement over the frame time, what the
     animation shows (Preview's energy guard may zero the solver's velocities of a creeping body, so the
-    solver's own v is not used). Returns the answer with the
-    CPU and wall seconds per frame (mean over frames 2..), the unconverged steps, the worst residual
-    they reported, the largest intersection count over the frames, or {"refused": message} when the
-    solver refuses the scene (SceneError at build)."""
-    quality = scene.settings.solver_quality
-    _log(f"{label} {quality}: {frames} frames")
+    solver's own v is not used). Returns the answer with the CPU and wall seconds per frame (mean over
+    frames 2..), the unconverged steps, the worst residual they reported, the largest intersection count
+    over the frames, or {"refused": message} when the solver refuses the scene (SceneError at build)."""
+    q = scene.settings.solver_quality
+    _log(f"{label} {q}: {frames} frames")
     start_load = load()
     try:
         b = MeshBackend(scene, contact=contact, tet_spacing=tet_spacing)
     except SceneError as e:
-        _log(f"{label} {quality}: refused: {e}")
+        _log(f"{label} {q}: refused: {e}")
         return {"refused": str(e), "load": start_load}
     cpu, wall, trace, frame_speeds = [], [], [], []
     unconverged, steps, worst, inter = 0, 0, 0.0, 0
@@ -126,10 +125,10 @@ def bake(scene, frames: int, measure, every=None, contact: bool = True, tet_spac
             trace.append(every(b))
     out = dict(measure(b, {"trace": trace, "speeds": frame_speeds}))
     timed = cpu[1:] or cpu
-    out.update(quality=quality, frames=frames, steps=steps, unconverged=unconverged, worst_residual=worst,
+    out.update(quality=q, frames=frames, steps=steps, unconverged=unconverged, worst_residual=worst,
                cpu=float(np.mean(timed)), wall=float(np.mean(wall[1:] or wall)), first_cpu=cpu[0],
                intersections=inter, load=start_load, system=dict(b.system.stats), backend=b)
-    _log(f"{label} {quality}: {out['text']}; {out['cpu']:.3f} CPU s/frame, {unconverged} unconverged steps, "
+    _log(f"{label} {q}: {out['text']}; {out['cpu']:.3f} CPU s/frame, {unconverged} unconverged steps, "
          f"{inter} intersections")
     return out
 
