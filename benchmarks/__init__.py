@@ -16,5 +16,5 @@ so there is one argument parser (benchmarks/__main__.py) and one table format (r
 Progress goes to stderr; the driver runs each area in a process of its own.
 """
 
-AREAS = ("protocol", "kernels", "ipc", "mpm", "fast", "accurate", "coldstart", "abd", "tet10", "server")
+AREAS = ("protocol", "kernels", "ipc", "mpm", "fast", "accurate", "coldstart", "abd", "tet10", "server", "suite")
 """Every area, in the order of docs/benchmarks.md."""

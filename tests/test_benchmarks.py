@@ -59,3 +59,28 @@ def test_the_runner_writes_the_area_and_composes_the_report(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "benchmarks", "--out", str(out), "nosuch"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown area 'nosuch'" in bad.stderr
+
+
+def test_suite_settings_and_refusal_of_an_unknown_scene():
+    assert settings("suite", ["scenes=slope,rod", "sizes=24,48", "addon=no", "frames=6"]) == \
+        {"scenes": ["slope", "rod"], "sizes": [24, 48], "addon": False, "frames": 6}
+    from benchmarks import suite
+    with pytest.raises(SystemExit, match="unknown scene 'nosuch'"):
+        suite.run(["nosuch"], quick=True)
+
+
+@pytest.mark.slow
+def test_suite_runs_a_quick_scene_into_a_full_row():
+    """One quick scene (the box on the slope, 4 frames, Converged and Preview) through the suite's own code:
+    the row carries the reference, the answer and its error, the convergence fields, times and the table."""
+    from benchmarks import suite
+    res = suite.run(["slope"], quick=True, frames=4)
+    (r,) = res["rows"]
+    assert r["reference"].startswith("sticks") and r["ref_value"] == 0.0
+    assert r["answer"] >= 0.0 and r["error"] == pytest.approx(r["answer"]) and r["error_text"].endswith(" mm")
+    assert r["converged"] is (r["unconverged_steps"] == 0) and r["steps"] == 4
+    assert r["cpu_per_frame"] > 0.0 and r["preview_cpu"] > 0.0 and r["preview_error"] is not None
+    assert r["intersections"] == 0 and r["preview_intersections"] == 0
+    assert isinstance(r["bar"], bool) and r["load"] >= 0.0
+    md = suite.table(res["rows"]).markdown()
+    assert md.splitlines()[2].startswith("| box on 20 deg slope") and "| 0 / 0 / - |" in md
