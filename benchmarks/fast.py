@@ -22,7 +22,7 @@ from solver_server.backends.mesh_backend import MeshBackend
 from .ipc import drape_scene, run_blender_drape
 from .report import Table, log
 
-TITLE = "Fast solver (block descent): drape vs Blender's cloth and vs the Accurate solver"
+TITLE = "Preview solver (block descent; called Fast before 2026-11-26): drape vs Blender's cloth and vs the converged solver"
 
 
 def _log(msg: str) -> None:
