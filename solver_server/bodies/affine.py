@@ -25,7 +25,7 @@ Energies (J) added to the incremental potential by the time stepper:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 from numba import njit
@@ -133,12 +133,13 @@ class BodySpec:
     """What build_system hands over for one stiff body."""
 
     name: str
-    vertices: np.ndarray      # (n, 3) m, world at the start frame
+    vertices: np.ndarray      # (n, 3) m, world at the start frame: the body's own closed mesh (mass, output)
     triangles: np.ndarray     # (m, 3) int32
     density: float            # kg/m^3
     youngs_modulus: float     # Pa
-    vertex_offset: int        # first global vertex of the body's surface
+    vertex_offset: int        # first global vertex of the body's contact surface
     row0: int                 # first of its 4 rows in z
+    contact_vertices: Optional[np.ndarray] = None   # (k, 3) m: the collision shape's vertices (None: ``vertices``)
 
 
 class AffineBodies:
@@ -155,7 +156,8 @@ class AffineBodies:
         self.mbar = np.zeros((nb, 4, 4))
         self.vertex_offset = np.zeros(nb, np.int64)
         self.n_vertices = np.zeros(nb, np.int64)
-        self.X_hat = []  # (n, 3) per body: X / L
+        self.X_hat = []     # (k, 3) per body: X / L of the slaved contact vertices (the collision shape's)
+        self.X_render = []  # (n, 3) per body: X / L of the body's own vertices (output, keyframe fits)
         for b, s in enumerate(specs):
             mp = mass_properties(s.vertices, s.triangles, s.density)
             self.props.append(mp)
@@ -167,8 +169,10 @@ class AffineBodies:
             self.mbar[b, 0, 0] = mp.mass
             self.mbar[b, 1:, 1:] = mp.second / L ** 2
             self.vertex_offset[b] = s.vertex_offset
-            self.n_vertices[b] = len(s.vertices)
-            self.X_hat.append((np.asarray(s.vertices, np.float64) - mp.centre) / L)
+            cv = s.vertices if s.contact_vertices is None else s.contact_vertices
+            self.n_vertices[b] = len(cv)
+            self.X_hat.append(np.ascontiguousarray((np.asarray(cv, np.float64) - mp.centre) / L))
+            self.X_render.append(np.ascontiguousarray((np.asarray(s.vertices, np.float64) - mp.centre) / L))
         self.active = np.ones(nb, np.bool_)
 
     @property
@@ -200,11 +204,16 @@ class AffineBodies:
         return out
 
     def fit_rows(self, b: int, positions: np.ndarray) -> np.ndarray:
-        """(4, 3) rows of body b whose affine map best fits vertex positions (n, 3) (least squares;
-        exact for positions that are an affine image of the rest shape, e.g. a keyframed transform)."""
-        W = np.concatenate([np.ones((len(positions), 1)), self.X_hat[b]], axis=1)
+        """(4, 3) rows of body b whose affine map best fits the positions (n, 3) of its own vertices (least
+        squares; exact for positions that are an affine image of the rest shape, e.g. a keyframed transform)."""
+        W = np.concatenate([np.ones((len(positions), 1)), self.X_render[b]], axis=1)
         rows, *_ = np.linalg.lstsq(W, np.asarray(positions, np.float64), rcond=None)
         return rows
+
+    def render_positions(self, z: np.ndarray, b: int) -> np.ndarray:
+        """(n, 3) m: body b's own vertices under its current map, x = A X + p = p + (X / L) (L A^T)."""
+        r = int(self.row0[b])
+        return z[r][None, :] + self.X_render[b] @ z[r + 1:r + 4]
 
     # --- state queries -------------------------------------------------------------------------
     def A(self, z: np.ndarray, b: int) -> np.ndarray:
