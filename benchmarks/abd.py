@@ -360,7 +360,8 @@ def shape_parts(res: list, a) -> list:
               numeric=[False, False] + [True] * 8)
     for r in res:
         bul = "Bullet" in r["solver"]
-        t.add("Blender rigid body (Bullet)" if bul else f"Clearance Converged (Newton), {r['pull']} pull",
+        t.add("Blender rigid body (Bullet)" if bul else
+              f"Clearance Converged (Newton), {r['pull']} pull, bent step {r.get('bent', 'on')}",
               r["solver"].split(", ")[1].replace(" shape)", "") if bul else SHAPE_LABEL[r["shape"]],
               f"1-{r['frames']}", f"{r['cpu']:.4g}", f"{r['cpu'] / bullet['cpu']:.0f}x" if bullet else "-",
               "-" if bul else f"{r['iterations']:.1f}",
@@ -372,7 +373,9 @@ def shape_parts(res: list, a) -> list:
             "CPU s / frame and Newton iterations / frame over frames 2 to the last (frame 1: cache load); "
             "pull: how contact Hessians reach the bodies' 12 x 12 blocks (spread: every vertex-space entry spread "
             "into 16 triplets and summed by the sparse matrix, the path before; grouped: summed per body pair "
-            "first); unconverged steps: steps that stopped at Max Newton Iterations (100); intersections: exact edge-triangle "
+            "first); bent step: Newton's full step bent towards each body's rotation (bodies/affine.py) tried "
+            "before the line search; unconverged steps: steps that stopped at Max Newton Iterations (100); "
+            "intersections: exact edge-triangle "
             "count of the collision surfaces summed over the frames (Bullet: of the cubes' meshes); penetration: "
             "deepest cube-cube or cube-ground overlap of the cubes' own meshes.", t]
 
@@ -381,11 +384,12 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
             accurate: bool = True, blender: bool = True, partial: str = "", fem_frames: int = 0, fem_div: int = 0,
             fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False,
             shapes: tuple = (), bullet_shapes: tuple = ("BOX", "CONVEX_HULL"), profile: bool = False,
-            pull: str = "grouped") -> list:
+            pull: str = "grouped", bent: str = "on") -> list:
     """shapes=mesh,box,...: only the collision-shape table (Converged solver on each shape, Bullet with
     bullet_shapes), profile=yes: cProfile of each Clearance run to stderr; pull=spread|grouped|both: how contact
     Hessians reach the bodies' 12 x 12 blocks (model/dof_map.py: "spread", every vertex entry spread into 16
-    triplets, the path before; "grouped", summed per body pair; "both": each shape run with both, same run)."""
+    triplets, the path before; "grouped", summed per body pair; "both": each shape run with both, same run);
+    bent=on|off|both: Newton's full step bent towards rotations (bodies/affine.py rotation_following_step)."""
     if fem_quality not in ("fast", "accurate", "both"):
         raise SystemExit(f"abd: fem_quality must be fast, accurate or both, not {fem_quality!r}")
     if quick:
@@ -393,15 +397,19 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
     a = SimpleNamespace(cubes=cubes, div=div, frames=frames, layer=layer)
     parts = []
     if shapes:
+        from solver_server.bodies import AffineBodies
         from solver_server.model.dof_map import DofMap
         res = []
         for sh in shapes:
             for mode in (("spread", "grouped") if pull == "both" else (pull,)):
-                DofMap.GROUPED = mode == "grouped"
-                r = _profiled(profile, run_clearance, make_scene(cubes, div, frames, "accurate", layer, sh), frames)
-                r["pull"] = mode
-                res.append(r)
-        DofMap.GROUPED = True
+                for bt in (("off", "on") if bent == "both" else (bent,)):
+                    DofMap.GROUPED = mode == "grouped"
+                    AffineBodies.ROTATION_STEP = bt == "on"
+                    r = _profiled(profile, run_clearance, make_scene(cubes, div, frames, "accurate", layer, sh),
+                                  frames)
+                    r["pull"], r["bent"] = mode, bt
+                    res.append(r)
+        DofMap.GROUPED, AffineBodies.ROTATION_STEP = True, True
         if blender:
             res += [run_bullet(make_scene(cubes, div, frames, "fast", layer), frames, layer, bs)
                     for bs in bullet_shapes]

@@ -128,6 +128,28 @@ def bodies_min_det(z, row0, L):
     return dmin
 
 
+def rotation_following_step(z: np.ndarray, p: np.ndarray, row0: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """The Newton step p (n_z, 3) of the DOF array z with each affine body's A part bent towards a rotation:
+    with A + dA = (I + M) A and W = (M - M^T) / 2 the step's rotation part, dA becomes dA + W^2 A / 2, so the
+    straight step ends at (I + M + W^2 / 2) A, a rotation exp(W) A to third order in W, instead of at the
+    stretched (I + W) A, on which the orthogonality energy grows as kappa V |W|^4 (the quadratic model of
+    Newton is flat along rotations, so without this the line search cuts a step that turns a body by w rad
+    to about (E / kappa V)^(1/4): ~0.01 rad per Newton iteration on a tumbling 10 cm cube). Vertex rows
+    and the p rows are unchanged, the path stays a straight line in z (CCD stays exact). Vectorised over
+    the bodies; row0 (B,) first row of each body, L (B,) m its radius of gyration."""
+    if row0.size == 0:
+        return p
+    r = row0[:, None] + np.arange(1, 4)[None, :]                 # (B, 3) rows of L A^T
+    A = np.transpose(z[r], (0, 2, 1)) / L[:, None, None]          # (B, 3, 3)
+    dA = np.transpose(p[r], (0, 2, 1)) / L[:, None, None]
+    M = dA @ np.linalg.inv(A)
+    W = 0.5 * (M - np.transpose(M, (0, 2, 1)))
+    corr = 0.5 * (W @ W @ A)
+    out = p.copy()
+    out[r] += np.transpose(corr, (0, 2, 1)) * L[:, None, None]
+    return out
+
+
 @dataclass
 class BodySpec:
     """What build_system hands over for one stiff body."""
@@ -256,6 +278,15 @@ class AffineBodies:
 
     def hessian(self, z, h2, project: bool = True) -> tuple:
         return bodies_hessian(z, self.row0, self.L, self.kV, self.mbar, 1.0, h2, self.active, project)
+
+    def search_step(self, z: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The line search's step for Newton step p: :func:`rotation_following_step` (free bodies only)."""
+        if not self.ROTATION_STEP:
+            return p
+        return rotation_following_step(z, p, self.row0[self.active], self.L[self.active])
+
+    ROTATION_STEP = True
+    """Bend each body's Newton step towards a rotation (rotation_following_step); False: the straight step."""
 
     def min_det(self, z) -> float:
         return float(bodies_min_det(z, self.row0, self.L)) if self.n else np.inf
