@@ -83,10 +83,15 @@ def test_bake_box_shape_through_a_server(blender, server, tmp_path):
     s.server_address = server.address
     s.cache_folder = str(tmp_path / "cache")
     addon("preferences").get().timeout = 30.0
+    # a second crate on a Proxy Object too small to cover it: baked, with the warning naming it
+    other = cube("loose", size=0.2, location=(0.6, 0.0, 0.3))
+    other.clearance.role = "STIFF"
+    other.clearance.collision_shape = "PROXY"
+    other.clearance.collision_proxy = cube("loose_proxy", size=0.1, location=(0.6, 0.0, 0.3))
     rest = world_positions(ob, 1)
     assert len(rest) == 98
     assert bpy.ops.clearance.bake() == {"FINISHED"}, s.last_error
-    assert s.last_warning == ""
+    assert s.last_warning.startswith("loose: 8 of 8 vertices lie outside its collision shape (proxy)"), s.last_warning
     zs = []
     for f in range(1, 13):
         x = world_positions(ob, f)
