@@ -19,7 +19,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import affine_block as _affine
-from .bounds import VOLUME_KEEP, ray_fraction
+from .bounds import VOLUME_KEEP, half_space_slack, ray_fraction, ray_fraction_skip
+
+SLIDE_TOL = 1e-9   # a slid point may sit this fraction of the blocking bound outside it (rounding)
 from .dihedral_cache import dihedrals_all, refresh_dihedrals, shell_vertex_cached
 from .vertex_contact import barrier_vertex, contact_scratch, friction_vertex, may_be_active, moves_from_centre
 from .vertex_elastic import bending_vertex, membrane_vertex, shell_vertex_scratch, rod_stretch_vertex, tet_vertex, tet_volume_moving
@@ -222,7 +224,7 @@ def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
     for a in range(3):
         cur[a] = x[v, a]
         dx[a] = p[a] - cur[a]
-    t = ray_fraction(v, cur, dx, BD, nb)
+    t, blk = ray_fraction_skip(v, cur, dx, BD, nb, -1)
     cut = 0
     if t < 1.0:
         cut = 1
@@ -234,9 +236,16 @@ def _admissible_move_s(v, x, p, BD, EL, slide, cur, dx, nb):
             for a in range(3):
                 cur[a] = p[a]
                 dx[a] = rest * dx[a] - max(into, 0.0) * nb[a]
-            t2 = ray_fraction(v, cur, dx, BD, nb)
+            # the slide lies in the blocking half-space's plane: skip that constraint (its component
+            # along the slide is rounding noise), then keep the slid point only if it is outside that
+            # half-space by no more than SLIDE_TOL of its bound (rounding; the bounds use GAMMA = 0.4
+            # of the clearance where 1/2 would still be safe); the cut point stands otherwise
+            t2, b2 = ray_fraction_skip(v, cur, dx, BD, nb, blk if blk >= 0 else -1)
             for a in range(3):
                 p[a] = cur[a] + t2 * dx[a]
+            if blk >= 0 and half_space_slack(v, blk, p, BD) < -SLIDE_TOL * BD.cs_b[blk]:
+                for a in range(3):
+                    p[a] = cur[a]
     tets = EL.tets
     vT_s, vT_e, vT_k = EL.tet_start, EL.tet_elem, EL.tet_slot
     t = 1.0
