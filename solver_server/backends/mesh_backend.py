@@ -35,6 +35,7 @@ class MeshBackend(Backend):
             _refuse_quadratic_in_fast(scene)
             _refuse_damping_in_fast(scene)
             _refuse_air_in_fast(scene)
+            _refuse_attachments_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
         _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
@@ -60,11 +61,14 @@ class MeshBackend(Backend):
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
                                        linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
                                        damping=vertex_damping(self.system, scene),
-                                       external=ExternalForces(self.system) if self.system.external is not None else None)
+                                       external=ExternalForces(self.system) if (self.system.external is not None or
+                                                                                self.system.attachments is not None)
+                                       else None)
         self.guard = EnergyGuard(self.system, st.gravity, ct)
         # force fields, pressure and seams put energy in that the guard's total does not count (air drag alone
         # only takes it out): their steps are steps with external work
-        self.external_work = self.system.external is not None and self.system.external.does_work
+        self.external_work = (self.system.external is not None and self.system.external.does_work) or \
+            self.system.attachments is not None   # attachment springs hold energy the guard's total leaves out
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -73,7 +77,7 @@ class MeshBackend(Backend):
         solver, so collider/collider contact (a ball resting on the floor) and a collider crossing
         itself are not errors."""
         x = self.system.x0
-        hits = ct.C.find_intersections(x, ct.mesh.faces, ct.mesh.edges)
+        hits = ct.find_intersections(x)   # an attachment's own pairs are left out (model/attachments.py)
         roles = np.array([b.role == "collider" for b in self.system.blocks], bool)
         found = intersecting_pairs(x, hits, ct.mesh, roles)
         if found:
@@ -303,6 +307,14 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         raise SceneError(f"{f.name}: force fields need the Converged solver; set Solver Quality to Converged, or "
                          "turn off Force Fields in the Clearance bake settings for the Preview solver", f.name,
                          "force_fields")
+
+
+def _refuse_attachments_in_fast(scene: Scene) -> None:
+    """The Preview (block-descent) solver has no attachment coupling: name the first attached object."""
+    for b in scene.bodies:
+        if getattr(b, "attach_to", ""):
+            raise SceneError(f"{b.name}: Attach To ({b.attach_to}) needs the Converged solver; set Solver Quality to "
+                             "Converged, or clear the object's Attach To for the Preview solver", b.name, "attach_to")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

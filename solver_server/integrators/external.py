@@ -9,22 +9,38 @@ end time), the step adds
   Force fields  -h^2 sum_i m_i a_i . x_i  +  h / 2 sum_i m_i r_i |x_i - x_hat_i|^2   (a_i m/s^2, r_i flow 1/s)
   pressure      h^2 (-sum_t p_t V_t(x))
   sewing        h^2 sum_s k_s / 2 |x_a - x_b|^2                       (energies/seam.py)
+  attachments   sum_a c_a / 2 |x_v - sum_j b_j x_tj - gamma_a n_a|^2,   c_a = ATTACH_KAPPA (m_v + h^2 K_v)
+                (energies/attachment.py; n_a the anchor triangle's normal at x^n, m_v the attached vertex's
+                mass, K_v the largest diagonal entry of its elastic Hessian at rest)
 
-all convex quadratics except pressure (its element Hessians are PSD-projected). Units: J, N, N/m.
+all convex quadratics except pressure (its element Hessians are PSD-projected). Units: J, N, N/m. The terms
+are written in the vertex positions x = W z (model/dof_map.py): an attachment to a stiff body reaches its
+affine DOFs through the map, so the potential pulls their gradients and Hessians back (W^T g, W^T H W).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from solver_server.energies import air, pressure, seam
+from solver_server.energies import air, attachment, pressure, seam
 from solver_server.energies.fem_common import hessian_pattern
+from solver_server.model.attachments import ATTACH_KAPPA
+from solver_server.model.force_fields import ExternalSpec
+
+
+def vertex_stiffness(system) -> np.ndarray:
+    """(N,) N/m: the largest diagonal entry of each vertex's elastic Hessian at the rest positions."""
+    n = system.n
+    rows, cols, vals = system.elastic.hessian(np.ascontiguousarray(system.x0[:n]))
+    d = rows == cols
+    diag = np.bincount(np.asarray(rows)[d], weights=np.asarray(vals)[d], minlength=3 * n)
+    return diag[:3 * n].reshape(n, 3).max(axis=1)
 
 
 class ExternalForces:
     """Builds the per-step terms of a System's ExternalSpec (None when the scene has none)."""
 
     def __init__(self, system):
-        self.spec = system.external
+        self.spec = system.external if system.external is not None else ExternalSpec()
         self.mass = system.mass
         self.n = system.n
         self.frame_start = system.frame_start
@@ -32,6 +48,13 @@ class ExternalForces:
         self._air_rc = hessian_pattern(sp.air_tris) if len(sp.air_tris) else None
         self._p_rc = hessian_pattern(sp.pressure_tris) if len(sp.pressure_tris) else None
         self._s_rc = hessian_pattern(sp.seams) if len(sp.seams) else None
+        self.att = getattr(system, "attachments", None)
+        if self.att is not None:
+            at = self.att
+            self.att_elems = attachment.elements(at.verts, at.tris)
+            self._a_rc = hessian_pattern(self.att_elems)
+            self.att_mass = np.ascontiguousarray(system.mass[at.verts], np.float64)
+            self.att_stiff = np.ascontiguousarray(vertex_stiffness(system)[at.verts])
 
     def for_step(self, x_n: np.ndarray, x_hat: np.ndarray, h: float, frame_end: float) -> "StepExternal":
         """The terms of the step from x^n (vertex rows (N, 3)) ending at fractional frame ``frame_end``."""
@@ -59,6 +82,13 @@ class StepExternal:
         self.has_pressure = len(sp.pressure_tris) > 0
         self.has_seams = len(sp.seams) > 0
         self.p = sp.pressure_at(frame_index) if self.has_pressure else None   # Pa per triangle (keyed: this step's)
+        self.has_att = ef.att is not None
+        if self.has_att:
+            at = ef.att
+            normal, _ = air.lagged_frame(x_n, at.tris)
+            self.att_offset = np.ascontiguousarray(at.height[:, None] * normal)
+            self.att_coef = np.ascontiguousarray(ATTACH_KAPPA * (ef.att_mass + h * h * ef.att_stiff))
+            self.att_vals = attachment.attach_hessian_elems(at.bary, self.att_coef).reshape(-1)
 
     def energy(self, x: np.ndarray) -> float:
         sp = self.ef.spec
@@ -72,6 +102,8 @@ class StepExternal:
             e += self.h * self.h * pressure.pressure_energy(x, sp.pressure_tris, self.p)
         if self.has_seams:
             e += self.h * self.h * seam.seam_energy(x, sp.seams, sp.seam_k)
+        if self.has_att:
+            e += attachment.attach_energy(x, self.ef.att_elems, self.ef.att.bary, self.att_offset, self.att_coef)
         return e
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
@@ -86,6 +118,9 @@ class StepExternal:
             g += self.h * self.h * pressure.pressure_gradient(x, sp.pressure_tris, self.p, self.n)
         if self.has_seams:
             g += self.h * self.h * seam.seam_gradient(x, sp.seams, sp.seam_k, self.n)
+        if self.has_att:
+            g += attachment.attach_gradient(x, self.ef.att_elems, self.ef.att.bary, self.att_offset, self.att_coef,
+                                            self.n)
         return g
 
     def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
@@ -110,6 +145,10 @@ class StepExternal:
             rows.append(self.ef._s_rc[0])
             cols.append(self.ef._s_rc[1])
             vals.append(self.h * self.h * seam.seam_hessian_elems(sp.seam_k).reshape(-1))
+        if self.has_att:
+            rows.append(self.ef._a_rc[0])
+            cols.append(self.ef._a_rc[1])
+            vals.append(self.att_vals)
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

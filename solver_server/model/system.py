@@ -28,6 +28,7 @@ from .tetmesh import tetrahedralize
 from solver_server.energies import bending, elastic_tet, elastic_tet10, membrane, shell_bending
 from .dof_map import DofMap
 from .force_fields import build_external
+from .attachments import build_attachments
 from solver_server.energies.elasticity import ElasticTerms
 from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
@@ -74,6 +75,7 @@ class System:
     dynamic_z: Optional[np.ndarray] = None  # (n_z,) bool: lumped inertia/gravity applies (vertex rows only)
     weight_z: Optional[np.ndarray] = None  # (n_z,) kg: residual / penalty weight (body rows: diag of Mbar)
     external: Optional[object] = None      # model/force_fields.ExternalSpec: air drag, force fields, pressure
+    attachments: Optional[object] = None   # model/attachments.AttachmentSpec: vertices hung on other bodies' surfaces
 
     def __post_init__(self):
         if self.dof_map is None:
@@ -324,6 +326,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     if P.abd_specs:
         _add_affine_bodies(sysm, P.abd_specs, P.abd_anim, P.abd_vel, F)
     sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)
+    sysm.attachments = build_attachments(scene, blocks, x0, fc, ec, sysm.vertex_offset, sysm.vertex_body)
     return sysm
 
 

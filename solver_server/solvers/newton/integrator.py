@@ -108,7 +108,7 @@ class IncrementalPotential:
         if self.damping is not None:
             e += self.h * self.damping.energy(x[:self.nx] - self.x_hat[:self.nx])
         if self.external is not None:
-            e += self.external.energy(x[:self.nx])
+            e += self.external.energy(self.D.to_x(x))
         if len(self.pen_idx):
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
@@ -144,7 +144,7 @@ class IncrementalPotential:
         if self.damping is not None:
             g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
         if self.external is not None:
-            g[:3 * self.nx] += self.external.gradient(x[:self.nx])
+            g += self.D.pull_gradient(self.external.gradient(self.D.to_x(x)))   # W^T g (attachments to stiff bodies)
         if self.ab is not None:
             g += self.ab.gradient(x, self.x_tilde, self.g, h2)
         if len(self.pen_idx):
@@ -176,7 +176,7 @@ class IncrementalPotential:
         nf = self.free_dofs.size
         if self.external is not None:
             if self._ext_H is None or self.external.has_pressure:
-                self._ext_H = free_block(*self.external.hessian(x[:self.nx]), self.dof_map, nf)
+                self._ext_H = free_block(*self.D.pull_coo(*self.external.hessian(self.D.to_x(x))), self.dof_map, nf)
             H = H + self._ext_H
         if self.ab is not None:
             ra, ca, va = self.ab.hessian(x, h2)
