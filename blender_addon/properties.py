@@ -111,6 +111,11 @@ def _apply_mpm_preset(self, _context) -> None:
         setattr(self, key, value)
 
 
+def _attachable(self, obj) -> bool:
+    """Attach To offers mesh objects other than the one being set up."""
+    return obj.type == "MESH" and getattr(obj, "clearance", None) is not self
+
+
 class ClearanceObjectSettings(bpy.types.PropertyGroup):
     """Per-object role and material. Only the fields of the chosen role are shown and sent."""
 
@@ -197,6 +202,13 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                               description="Vertex group whose vertices (weight > 0.5) are held in place")
     pin_follows: BoolProperty(name="Pins Follow Animation", default=False,
                               description="Pinned vertices follow the object's animation/deformation instead of staying put")
+    attach_to: PointerProperty(type=bpy.types.Object, name="Attach To", poll=_attachable,
+                               description="Cloth, Solid or Rod: hang the Attach Group's vertices on this object's "
+                                           "surface (the nearest point at the start frame), carried by its motion: "
+                                           "a cloth or soft body's deformation, a stiff body's flight, a collider's "
+                                           "keyframes. The object needs a Clearance role. Converged solver only")
+    attach_group: StringProperty(name="Attach Group",
+                                 description="Vertex group whose vertices (weight > 0.5) hang on Attach To")
 
     @classmethod
     def register(cls) -> None:
