@@ -68,7 +68,8 @@ class MeshBackend(Backend):
         # force fields, pressure and seams put energy in that the guard's total does not count (air drag alone
         # only takes it out): their steps are steps with external work
         self.external_work = (self.system.external is not None and self.system.external.does_work) or \
-            self.system.attachments is not None   # attachment springs hold energy the guard's total leaves out
+            self.system.attachments is not None or self.system.rest_schedule is not None
+        # (attachment springs hold energy the guard's total leaves out; a keyed Shrink changes the rest shape)
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -298,7 +299,8 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         if b.role == "cloth" and getattr(m, "sewing", 0.0) > 0.0:
             raise SceneError(f"{b.name}: Sewing needs the Converged solver; set Solver Quality to Converged, or the "
                              "object's Sewing to 0 for the Preview solver", b.name, "sewing")
-        if b.role == "cloth" and getattr(b, "vertex_scales", None) is not None:
+        if b.role == "cloth" and (getattr(b, "vertex_scales", None) is not None or
+                                  getattr(b, "shrink_samples", None) is not None):
             raise SceneError(f"{b.name}: vertex-group maps (stiffness, bending, mass, shrink) need the Converged "
                              "solver; set Solver Quality to Converged, or clear the object's map groups and Shrink for "
                              "the Preview solver", b.name, "vertex_scales")

@@ -274,6 +274,8 @@ class TimeStepper:
         x_n = self.x.copy()
         x = self.x.copy() if start is None else np.array(start, np.float64)
         x_hat, v_hat, h_e = self.history.targets(x_n, self.v, self.h)
+        if s.rest_schedule is not None:     # keyed Shrink: the rest shape of this step's end time
+            s.rest_schedule.apply(s.elastic, frame_end - s.frame_start)
         damp = StepDamping(s.elastic, x_n[:s.n], self.kd) if self.kd is not None else None
         ext = self.external.for_step(x_n, x_hat, h_e, frame_end) if self.external is not None else None
         fixed = np.zeros(self.D.n_z, bool)
