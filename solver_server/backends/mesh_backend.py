@@ -287,7 +287,7 @@ def _refuse_air_in_fast(scene: Scene) -> None:
     fields = tuple(getattr(scene, "force_fields", ()))
     for b in scene.bodies:
         m = b.material
-        if b.role == "cloth" and getattr(m, "air_drag", 0.0) > 0.0:
+        if b.role in ("cloth", "solid", "stiff", "rod") and getattr(m, "air_drag", 0.0) > 0.0:
             raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Converged solver; set Solver "
                              "Quality to Converged, or the object's Air Drag to 0 for the Preview solver", b.name,
                              "air_drag")

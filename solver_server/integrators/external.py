@@ -6,6 +6,7 @@ normals, areas, air velocities and field accelerations lagged at the step start 
 end time), the step adds
 
   air drag      sum_t h c_t / 2 (n_t . (xbar_t - xhatbar_t - h u_t))^2         c_t = k_t A_t (energies/air.py)
+  rod air drag  sum_s h c_s / 2 |P_s (xbar_s - xhatbar_s - h u_s)|^2           c_s = k_s d_s l_s, P_s = I - tau tau^T
   Force fields  -h^2 sum_i m_i a_i . x_i  +  h / 2 sum_i m_i r_i |x_i - x_hat_i|^2   (a_i m/s^2, r_i flow 1/s)
   pressure      h^2 (-sum_t p_t V_t(x))
   sewing        h^2 sum_s k_s / 2 |x_a - x_b|^2                       (energies/seam.py)
@@ -48,6 +49,7 @@ class ExternalForces:
         self._air_rc = hessian_pattern(sp.air_tris) if len(sp.air_tris) else None
         self._p_rc = hessian_pattern(sp.pressure_tris) if len(sp.pressure_tris) else None
         self._s_rc = hessian_pattern(sp.seams) if len(sp.seams) else None
+        self._g_rc = hessian_pattern(sp.air_segs) if len(sp.air_segs) else None
         self.att = getattr(system, "attachments", None)
         if self.att is not None:
             at = self.att
@@ -74,6 +76,12 @@ class StepExternal:
             self.air_disp = np.ascontiguousarray(h * sp.air_velocity(x_n, frame_index))
             self.hc = np.ascontiguousarray(h * sp.air_k * area)
             self.air_vals = air.drag_hessian_elems(sp.air_tris, self.normal, self.hc).reshape(-1)
+        self.has_segs = len(sp.air_segs) > 0
+        if self.has_segs:
+            self.tau, length = air.lagged_tangents(x_n, sp.air_segs)
+            self.seg_disp = np.ascontiguousarray(h * sp.segment_air_velocity(x_n, frame_index))
+            self.seg_hc = np.ascontiguousarray(h * sp.seg_kd * length)
+            self.seg_vals = air.segment_hessian_elems(self.tau, self.seg_hc).reshape(-1)
         acc, rate = sp.acceleration(x_n, frame_index) if len(sp.vertex_weight) else (None, None)
         self.has_field = acc is not None and (np.any(acc) or np.any(rate))
         if self.has_field:
@@ -95,6 +103,8 @@ class StepExternal:
         e = 0.0
         if self.has_air:
             e += air.drag_energy(x, self.x_hat, sp.air_tris, self.normal, self.air_disp, self.hc)
+        if self.has_segs:
+            e += air.segment_energy(x, self.x_hat, sp.air_segs, self.tau, self.seg_disp, self.seg_hc)
         if self.has_field:
             d = x - self.x_hat
             e += -float((self.force * x).sum()) + 0.5 * float((self.flow_c[:, None] * d * d).sum())
@@ -112,6 +122,8 @@ class StepExternal:
         g = np.zeros(3 * self.n)
         if self.has_air:
             g += air.drag_gradient(x, self.x_hat, sp.air_tris, self.normal, self.air_disp, self.hc, self.n)
+        if self.has_segs:
+            g += air.segment_gradient(x, self.x_hat, sp.air_segs, self.tau, self.seg_disp, self.seg_hc, self.n)
         if self.has_field:
             g += (-self.force + self.flow_c[:, None] * (x - self.x_hat)).ravel()
         if self.has_pressure:
@@ -131,6 +143,10 @@ class StepExternal:
             rows.append(self.ef._air_rc[0])
             cols.append(self.ef._air_rc[1])
             vals.append(self.air_vals)
+        if self.has_segs:
+            rows.append(self.ef._g_rc[0])
+            cols.append(self.ef._g_rc[1])
+            vals.append(self.seg_vals)
         if self.has_field and np.any(self.flow_c):
             d = np.repeat(np.arange(self.n, dtype=np.int64), 3) * 3 + np.tile(np.arange(3), self.n)
             rows.append(d)
