@@ -142,12 +142,13 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                        "exp(-pi k_d w) of its amplitude per period. Dulls wobble; at few Substeps "
                                        "it does not lower a bounce (docs/solver.md, Bounce)")
     air_drag: FloatProperty(name="Air Drag (Pa·s/m)", default=0.0, min=0.0, soft_max=10.0, precision=3,
-                            description="Cloth: air pushing on each face against its motion across it, in pascals "
+                            description="Air pushing on each face against its motion across it, in pascals "
                                         "per m/s of the face's speed through the air along its normal (a sheet "
                                         "falling flat feels it, edge-on hardly). A sheet of areal density rho_A "
                                         "falls at most rho_A g / Air Drag m/s; about 1 behaves like cloth in air. "
-                                        "Wind and Vortex fields act on cloth through it (0: the wind has no effect). "
-                                        "Converged solver only")
+                                        "Solid and Stiff: on every face of the surface; Rod: across each segment "
+                                        "(per m of length and m of thickness). Wind, Vortex and Turbulence fields "
+                                        "act through it (0: the wind has no effect). Converged solver only")
     pressure: FloatProperty(name="Pressure (Pa)", default=0.0, soft_min=-1e4, soft_max=1e4, precision=1,
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "

@@ -10,11 +10,11 @@ from protocol.scene import PREVIEW_ERROR
 from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
-    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping"),
+    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping", "air_drag"),
     "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping",
               "air_drag", "pressure", "sewing"),
-    "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
-    "STIFF": ("density", "youngs_modulus", "friction"),
+    "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping", "air_drag"),
+    "STIFF": ("density", "youngs_modulus", "friction", "air_drag"),
     "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),
     "COLLIDER": ("friction", "thickness"),
 }
