@@ -221,7 +221,9 @@ def _exclusions(spec: AttachmentSpec, x0, faces, edges, vertex_offset, vertex_bo
     radius = reach[v] + np.abs(spec.height) + vertex_offset[v] + (foff.max() if F else 0.0) + dhat
     # target faces near each anchor, restricted to the target body
     tb = vertex_body[spec.tris[:, 0]]
-    near = faces_within(anchor, radius, x0, faces)
+    cand = np.nonzero(np.isin(vertex_body[faces[:, 0]], np.unique(tb)))[0]   # the target bodies' faces only
+    near = faces_within(anchor, radius, x0, np.ascontiguousarray(faces[cand]))
+    near[:, 1] = cand[near[:, 1]]
     near = near[vertex_body[faces[near[:, 1], 0]] == tb[near[:, 0]]]
     a_idx, sf = near[:, 0], near[:, 1]
     # CSR: vertex -> incident faces, vertex -> incident edges; face -> its three edge ids
