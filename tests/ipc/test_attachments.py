@@ -216,3 +216,32 @@ def test_cape_on_a_resting_crate_drapes_over_its_edge_without_passing_through():
           f"smallest x {c[below, 0].min():.4f} m vs the crate's side at {crate_x:.4f} m; attached within "
           f"{worst * 1e6:.2f} um")
     assert below.sum() >= 14 and c[below, 0].min() > crate_x and worst < 1e-4
+
+
+def test_a_rod_hangs_from_a_thrown_stiff_box():
+    """A rod (a strand of 11 vertices) whose end vertex is attached to the side of a stiff box thrown upwards
+    and sideways is carried along; momentum m_box v0 + M g t holds and the end stays on the box."""
+    frames = 13
+    n = 10
+    V = np.stack([0.1 + np.linspace(0.0, 0.15, n + 1), np.zeros(n + 1), np.zeros(n + 1)], 1)
+    E = np.stack([np.arange(n), np.arange(1, n + 1)], 1).astype(np.int32)
+    rod = Body("Hair", "rod", V, np.zeros((0, 3), np.int32), edges=E,
+               material=Material(density=1000.0, thickness=2e-3, youngs_modulus=1e7, bending_stiffness=1e-5),
+               attach_to="Box", attach_indices=np.array([0], np.int32))
+    sc = _scene([rod, _box(velocity=(0.0, 1.0, 2.0))], frames=frames)
+    b = MeshBackend(sc)
+    s = b.system
+    at, ab = s.attachments, s.affine
+    row, m_box = int(ab.row0[0]), float(ab.mbar[0, 0, 0])
+    worst = 0.0
+    for _ in range(frames - 1):
+        b.advance()
+        x = s.dof_map.to_x(b.stepper.x)
+        worst = max(worst, float(np.linalg.norm(x[at.verts] - _targets(at, x), axis=1).max()))
+    v = b.stepper.v
+    t = (frames - 1) / 24.0
+    P = m_box * v[row] + (s.mass[:n + 1, None] * v[:n + 1]).sum(0)
+    P_law = m_box * np.array([0.0, 1.0, 2.0]) + (m_box + s.mass[:n + 1].sum()) * np.array([0.0, 0.0, -9.81]) * t
+    print(f"rod end within {worst * 1e6:.3f} um of its target; momentum {P} vs {P_law}")
+    assert worst < 1e-4
+    np.testing.assert_allclose(P, P_law, atol=1e-6 * np.abs(P_law).max())
