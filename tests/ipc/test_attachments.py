@@ -90,6 +90,18 @@ def test_anchors_reproduce_the_start_and_exclude_their_own_pairs():
     fid = {tuple(sorted(f)): i for i, f in enumerate(sysm.coll_faces.tolist())}
     for v, t in zip(at.verts, at.tris):
         assert int(v) * F + fid[tuple(sorted(t.tolist()))] in set(at.excl_pt.tolist())
+    # why: the attached edge touches the face, and touching counts as intersecting, so without the exclusions
+    # the start-frame check would refuse the scene and the barrier would be infinite there
+    from solver_server.contact.terms import ContactTerms
+    ct = ContactTerms(sysm, 1e-3)
+    raw = ct.C.find_intersections(sysm.x0, ct.mesh.faces, ct.mesh.edges)
+    assert len(raw) > 0 and len(ct.find_intersections(sysm.x0)) == 0
+    c = ct.C.find_candidates(sysm.x0, ct.mesh, 1e-3)
+    ct.kappa = 1.0
+    raw_e, kept_e = ct.C.barrier_energy(sysm.x0, c, ct.mesh, 1e-3, 1.0), ct.energy(sysm.x0, ct.candidates(sysm.x0))
+    print(f"start frame: {len(raw)} touching edge-triangle pairs, barrier {raw_e:.3g} J/kappa unfiltered, "
+          f"{kept_e:.3g} with the exclusions; {len(c)} candidate pairs, {len(ct.candidates(sysm.x0))} kept")
+    assert not (raw_e <= 1e-12) and kept_e == 0.0
 
 
 def test_step_terms_pulled_back_through_a_stiff_body_match_finite_differences():
