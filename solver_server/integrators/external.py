@@ -10,9 +10,10 @@ end time), the step adds
   Force fields  -h^2 sum_i m_i a_i . x_i  +  h / 2 sum_i m_i r_i |x_i - x_hat_i|^2   (a_i m/s^2, r_i flow 1/s)
   pressure      h^2 (-sum_t p_t V_t(x))
   sewing        h^2 sum_s k_s / 2 |x_a - x_b|^2                       (energies/seam.py)
-  attachments   sum_a c_a / 2 |x_v - sum_j b_j x_tj - gamma_a n_a|^2,   c_a = ATTACH_KAPPA (m_v + h^2 K_v)
-                (energies/attachment.py; n_a the anchor triangle's normal at x^n, m_v the attached vertex's
-                mass, K_v the largest diagonal entry of its elastic Hessian at rest)
+  attachments   sum_a c_a / 2 |x_v - sum_j b_j x_tj - gamma_a n_a(x)|^2,   c_a = ATTACH_KAPPA (m_v + h^2 K_v)
+                (energies/attachment.py; n_a the anchor triangle's current unit normal, m_v the attached
+                vertex's mass, K_v the largest diagonal entry of its elastic Hessian at rest; Gauss-Newton
+                Hessian)
 
 all convex quadratics except pressure (its element Hessians are PSD-projected). Units: J, N, N/m. The terms
 are written in the vertex positions x = W z (model/dof_map.py): an attachment to a stiff body reaches its
@@ -92,11 +93,9 @@ class StepExternal:
         self.p = sp.pressure_at(frame_index) if self.has_pressure else None   # Pa per triangle (keyed: this step's)
         self.has_att = ef.att is not None
         if self.has_att:
-            at = ef.att
-            normal, _ = air.lagged_frame(x_n, at.tris)
-            self.att_offset = np.ascontiguousarray(at.height[:, None] * normal)
             self.att_coef = np.ascontiguousarray(ATTACH_KAPPA * (ef.att_mass + h * h * ef.att_stiff))
-            self.att_vals = attachment.attach_hessian_elems(at.bary, self.att_coef).reshape(-1)
+        # True when the Hessian changes within the step (pressure; attachments held above their triangle)
+        self.varies = self.has_pressure or (self.has_att and bool(np.any(ef.att.height != 0.0)))
 
     def energy(self, x: np.ndarray) -> float:
         sp = self.ef.spec
@@ -113,7 +112,7 @@ class StepExternal:
         if self.has_seams:
             e += self.h * self.h * seam.seam_energy(x, sp.seams, sp.seam_k)
         if self.has_att:
-            e += attachment.attach_energy(x, self.ef.att_elems, self.ef.att.bary, self.att_offset, self.att_coef)
+            e += attachment.attach_energy(x, self.ef.att_elems, self.ef.att.bary, self.ef.att.height, self.att_coef)
         return e
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
@@ -131,8 +130,8 @@ class StepExternal:
         if self.has_seams:
             g += self.h * self.h * seam.seam_gradient(x, sp.seams, sp.seam_k, self.n)
         if self.has_att:
-            g += attachment.attach_gradient(x, self.ef.att_elems, self.ef.att.bary, self.att_offset, self.att_coef,
-                                            self.n)
+            g += attachment.attach_gradient(x, self.ef.att_elems, self.ef.att.bary, self.ef.att.height,
+                                            self.att_coef, self.n)
         return g
 
     def hessian(self, x: np.ndarray, project: bool = True) -> tuple:
@@ -164,7 +163,8 @@ class StepExternal:
         if self.has_att:
             rows.append(self.ef._a_rc[0])
             cols.append(self.ef._a_rc[1])
-            vals.append(self.att_vals)
+            vals.append(attachment.attach_hessian_elems(x, self.ef.att_elems, self.ef.att.bary, self.ef.att.height,
+                                                        self.att_coef).reshape(-1))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

@@ -175,7 +175,7 @@ class IncrementalPotential:
         H = self.pattern.matrix(v, diag[self.free_dofs])
         nf = self.free_dofs.size
         if self.external is not None:
-            if self._ext_H is None or self.external.has_pressure:
+            if self._ext_H is None or self.external.varies:
                 self._ext_H = free_block(*self.D.pull_coo(*self.external.hessian(self.D.to_x(x))), self.dof_map, nf)
             H = H + self._ext_H
         if self.ab is not None:
