@@ -111,9 +111,10 @@ def _apply_mpm_preset(self, _context) -> None:
         setattr(self, key, value)
 
 
-def _attachable(self, obj) -> bool:
+def attachable(self, obj) -> bool:
     """Attach To offers mesh objects other than the one being set up."""
-    return obj.type == "MESH" and getattr(obj, "clearance", None) is not self
+    own = getattr(obj, "clearance", None)
+    return obj.type == "MESH" and (own is None or own.as_pointer() != self.as_pointer())
 
 
 class ClearanceObjectSettings(bpy.types.PropertyGroup):
@@ -203,7 +204,7 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                               description="Vertex group whose vertices (weight > 0.5) are held in place")
     pin_follows: BoolProperty(name="Pins Follow Animation", default=False,
                               description="Pinned vertices follow the object's animation/deformation instead of staying put")
-    attach_to: PointerProperty(type=bpy.types.Object, name="Attach To", poll=_attachable,
+    attach_to: PointerProperty(type=bpy.types.Object, name="Attach To", poll=attachable,
                                description="Cloth, Solid or Rod: hang the Attach Group's vertices on this object's "
                                            "surface (the nearest point at the start frame), carried by its motion: "
                                            "a cloth or soft body's deformation, a stiff body's flight, a collider's "

@@ -47,6 +47,8 @@ def test_the_panels_attachment_reaches_the_bake_and_the_strip_rides_the_crate(bl
     scene = bpy.context.scene
     crate, strip, edge = crate_and_strip()
     _settings(scene, server, tmp_path)
+    poll = addon("properties").attachable
+    assert poll(strip.clearance, crate) and not poll(strip.clearance, strip)   # the menu never offers itself
     ex = addon("export").export_scene(bpy.context)
     body = {b.name: b for b in ex.scene.bodies}["Strip"]
     assert body.attach_to == "Crate"
