@@ -30,6 +30,8 @@ from .mesh_checks import volume_problem, zero_scale_problem
 from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
 
 PIN_ATTR = "clearance_pin_weight"
+ATTACH_ATTR = "clearance_attach_weight"
+ATTACHING_ROLES = ("SOLID", "CLOTH", "ROD")
 MAP_GROUPS = (("stiffness_group", "clearance_stiffness_weight"), ("bending_group", "clearance_bending_weight"),
               ("mass_group", "clearance_mass_weight"), ("shrink_group", "clearance_shrink_weight"))
 """Cloth vertex-group maps: the object setting naming the group and the point attribute it is copied into."""
@@ -120,7 +122,7 @@ def read_mesh(obj: bpy.types.Object, depsgraph, with_pins: bool = False) -> Mesh
             weights = np.empty(n, dtype=np.float32)
             me.attributes[PIN_ATTR].data.foreach_get("value", weights)
         groups = {}
-        for attr in MAP_ATTRS if with_pins else ():
+        for attr in MAP_ATTRS + (ATTACH_ATTR,) if with_pins else ():
             if attr in me.attributes:
                 groups[attr] = np.empty(n, dtype=np.float32)
                 me.attributes[attr].data.foreach_get("value", groups[attr])
@@ -158,6 +160,8 @@ def _probe_pairs(o) -> list:
     """(vertex group, attribute) pairs to copy for object ``o``: its pin group and, for cloth, its map groups."""
     c = o.clearance
     pairs = [(c.pin_group, PIN_ATTR)] if c.pin_group else []
+    if c.role in ATTACHING_ROLES and c.attach_to is not None and c.attach_group:
+        pairs.append((c.attach_group, ATTACH_ATTR))
     if c.role == "CLOTH":
         pairs += [(getattr(c, prop), attr) for prop, attr in MAP_GROUPS if getattr(c, prop)]
     return pairs
@@ -174,10 +178,10 @@ class _PinProbes:
         for o in self.objects:
             for group, attr in _probe_pairs(o):
                 if group not in o.vertex_groups:
-                    what = "pin group" if attr == PIN_ATTR else "vertex group"
+                    what = {PIN_ATTR: "pin group", ATTACH_ATTR: "attach group"}.get(attr, "vertex group")
                     raise SceneError(f"{o.name}: {what} '{group}' does not exist; pick one of the "
                                      f"object's vertex groups or clear the field", o.name,
-                                     "pin_indices" if attr == PIN_ATTR else "vertex_scales")
+                                     {PIN_ATTR: "pin_indices", ATTACH_ATTR: "attach_indices"}.get(attr, "vertex_scales"))
             mod = o.modifiers.new(_PIN_MODIFIER, "NODES")
             mod.node_group = _pin_node_group(_probe_pairs(o))
             mod.show_in_editmode = False
@@ -309,6 +313,28 @@ def collision_shape(o, mesh: MeshArrays, matrix: np.ndarray, depsgraph) -> tuple
     return kind, None, None
 
 
+def attachment_of(o, mesh: MeshArrays) -> dict:
+    """Body fields of object ``o``'s attachment: ``attach_to`` (the Attach To object's name) and
+    ``attach_indices`` (the Attach Group's vertices of weight > 0.5); empty without one."""
+    c = o.clearance
+    if c.role not in ATTACHING_ROLES or c.attach_to is None:
+        return {}
+    w = mesh.group_weights.get(ATTACH_ATTR)
+    idx = np.nonzero(w > 0.5)[0].astype(np.int32) if w is not None else np.zeros(0, np.int32)
+    return {"attach_to": c.attach_to.name, "attach_indices": idx}
+
+
+def keyed_shrink(o, mesh: MeshArrays, samples: Optional[np.ndarray]) -> dict:
+    """Body fields of a cloth's keyframed Shrink: ``shrink_samples`` (F,) and ``shrink_weights`` (the Shrink
+    Group's weights, None without a group); empty when Shrink is not keyed."""
+    if samples is None:
+        return {}
+    c = o.clearance
+    w = mesh.group_weights.get(MAP_GROUPS[3][1]) if c.shrink_group else None
+    return {"shrink_samples": samples,
+            "shrink_weights": None if w is None else np.clip(w.astype(np.float64), 0.0, 1.0)}
+
+
 def _keyed(samples: Optional[np.ndarray]) -> Optional[np.ndarray]:
     """Per-frame samples of a keyframable value, or None when it never changes (the material's value holds)."""
     if samples is None or np.all(samples == samples[0]):
@@ -380,6 +406,7 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
     fsamples = {o.name: (np.empty(len(frames)), np.empty(len(frames)), np.empty((len(frames), 4, 4)))
                 for o in fobjs}
     pressures = {o.name: np.empty(len(frames)) for o in objs if roles[o.name] == "cloth"}   # Pa, keyed Pressure
+    shrinks = {o.name: np.empty(len(frames)) for o in objs if roles[o.name] == "cloth"}      # keyed Shrink
     result = ExportResult(scene=None)  # type: ignore[arg-type]
     try:
         with _InputsOnly(objs), _PinProbes(objs):
@@ -410,6 +437,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                     result.matrices[o.name][i] = world_matrix(o.evaluated_get(depsgraph))
                 for name, arr in pressures.items():
                     arr[i] = float(result.objects[name].clearance.pressure)
+                for name, arr in shrinks.items():
+                    arr[i] = float(result.objects[name].clearance.shrink)
                 for o in fobjs:
                     st, fl, mw = _field_sample(o, depsgraph)
                     fsamples[o.name][0][i], fsamples[o.name][1][i], fsamples[o.name][2][i] = st, fl, mw
@@ -441,7 +470,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            field_weights=tuple(float(w) for w in o.clearance.field_weights),
                            pressure_samples=_keyed(pressures.get(o.name)),
                            vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None,
-                           **_shape_fields(shapes.get(o.name))))
+                           **_shape_fields(shapes.get(o.name)), **attachment_of(o, mesh),
+                           **keyed_shrink(o, mesh, _keyed(shrinks.get(o.name)))))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:

@@ -120,6 +120,12 @@ def _apply_mpm_preset(self, _context) -> None:
         setattr(self, key, value)
 
 
+def attachable(self, obj) -> bool:
+    """Attach To offers mesh objects other than the one being set up."""
+    own = getattr(obj, "clearance", None)
+    return obj.type == "MESH" and (own is None or own.as_pointer() != self.as_pointer())
+
+
 class ClearanceObjectSettings(bpy.types.PropertyGroup):
     """Per-object role and material. Only the fields of the chosen role are shown and sent."""
 
@@ -146,12 +152,13 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                        "exp(-pi k_d w) of its amplitude per period. Dulls wobble; at few Substeps "
                                        "it does not lower a bounce (docs/solver.md, Bounce)")
     air_drag: FloatProperty(name="Air Drag (Pa·s/m)", default=0.0, min=0.0, max=1e4, soft_max=10.0, precision=3,
-                            description="Cloth: air pushing on each face against its motion across it, in pascals "
+                            description="Air pushing on each face against its motion across it, in pascals "
                                         "per m/s of the face's speed through the air along its normal (a sheet "
                                         "falling flat feels it, edge-on hardly). A sheet of areal density rho_A "
                                         "falls at most rho_A g / Air Drag m/s; about 1 behaves like cloth in air. "
-                                        "Wind and Vortex fields act on cloth through it (0: the wind has no effect). "
-                                        "Converged solver only")
+                                        "Solid and Stiff: on every face of the surface; Rod: across each segment "
+                                        "(per m of length and m of thickness). Wind, Vortex and Turbulence fields "
+                                        "act through it (0: the wind has no effect). Converged solver only")
     pressure: FloatProperty(name="Pressure (Pa)", default=0.0, min=-1e7, max=1e7, soft_min=-1e4, soft_max=1e4, precision=1,
                             description="Closed cloth: pressure inside minus outside, in pascals; inflates cushions "
                                         "and balloons (a sphere of radius R grows by dR/R = p R (1 - nu) / (2 E t)). "
@@ -213,6 +220,13 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                               description="Vertex group whose vertices (weight > 0.5) are held in place")
     pin_follows: BoolProperty(name="Pins Follow Animation", default=False,
                               description="Pinned vertices follow the object's animation/deformation instead of staying put")
+    attach_to: PointerProperty(type=bpy.types.Object, name="Attach To", poll=attachable,
+                               description="Cloth, Solid or Rod: hang the Attach Group's vertices on this object's "
+                                           "surface (the nearest point at the start frame), carried by its motion: "
+                                           "a cloth or soft body's deformation, a stiff body's flight, a collider's "
+                                           "keyframes. The object needs a Clearance role. Converged solver only")
+    attach_group: StringProperty(name="Attach Group",
+                                 description="Vertex group whose vertices (weight > 0.5) hang on Attach To")
 
     @classmethod
     def register(cls) -> None:

@@ -10,16 +10,18 @@ from protocol.scene import PREVIEW_ERROR
 from . import preferences, server_process, solver_launch
 
 MATERIAL_FIELDS = {
-    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping"),
+    "SOLID": ("density", "youngs_modulus", "poisson_ratio", "model", "element", "friction", "damping", "air_drag"),
     "CLOTH": ("density", "youngs_modulus", "poisson_ratio", "thickness", "bending_stiffness", "friction", "damping",
               "air_drag", "pressure", "sewing"),
-    "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping"),
-    "STIFF": ("density", "youngs_modulus", "friction"),
+    "ROD": ("density", "youngs_modulus", "thickness", "bending_stiffness", "friction", "damping", "air_drag"),
+    "STIFF": ("density", "youngs_modulus", "friction", "air_drag"),
     "GRANULAR": ("mpm_material", "density", "youngs_modulus", "poisson_ratio", "particle_spacing"),
     "COLLIDER": ("friction", "thickness"),
 }
 MPM_EXTRA = {"sand": ("friction_angle", "grain_size"), "water": ("viscosity",), "mud": ("viscosity", "yield_stress")}
 PINNED_ROLES = {"SOLID", "CLOTH", "ROD", "STIFF"}
+ATTACHING_ROLES = {"SOLID", "CLOTH", "ROD"}
+"""Roles whose vertices can hang on another object (Attach To, protocol Body.attach_to)."""
 
 
 class ClearancePanelBase:
@@ -76,7 +78,7 @@ class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
 
 
 class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):
-    bl_label = "Pins"
+    bl_label = "Pins & Attachment"
     bl_parent_id = "CLEARANCE_PT_object"
     bl_options = {"DEFAULT_CLOSED"}
 
@@ -93,6 +95,11 @@ class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):
         row = layout.row()
         row.enabled = bool(ob.clearance.pin_group)
         row.prop(ob.clearance, "pin_follows")
+        if ob.clearance.role in ATTACHING_ROLES:
+            layout.prop(ob.clearance, "attach_to")
+            row = layout.row()
+            row.enabled = ob.clearance.attach_to is not None
+            row.prop_search(ob.clearance, "attach_group", ob, "vertex_groups", text="Attach Group")
 
 
 class CLEARANCE_PT_maps(ClearancePanelBase, bpy.types.Panel):

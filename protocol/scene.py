@@ -275,6 +275,13 @@ class Body:
         vertices under the same map. Since protocol 1.6.
     ``shape_vertices`` (k, 3) float64 / ``shape_triangles`` (t, 3) int32 or None: the collision shape's closed,
         outward-oriented surface in world space at the start frame (metres).
+    ``attach_to`` the name of another body of the scene (cloth, solid, stiff or collider) and ``attach_indices``
+        (a,) int32 the vertices of this body (cloth, solid or rod) attached to its surface: each is tied to the
+        nearest point of that surface at ``frame_start`` (a triangle, barycentric coordinates and the normal
+        offset) and carried by its motion in the same solve. "" / empty: no attachment.
+    ``shrink_samples`` (F,) float64 or None: a cloth's Shrink at every frame when it is keyframed (linear
+        between frames): the rest size of vertex i is then 1 - ``shrink_weights``[i] * shrink(t) (weights None:
+        1 everywhere), replacing the rest-size column of ``vertex_scales``. None: the rest size is fixed.
     The solver returns positions in this same vertex order and count.
     """
 
@@ -294,6 +301,10 @@ class Body:
     collision_shape: str = "mesh"                   # stiff: one of COLLISION_SHAPES; since 1.6 (absent: "mesh")
     shape_vertices: Optional[np.ndarray] = None     # (k, 3) float64 m, world: the shape's surface; since 1.6
     shape_triangles: Optional[np.ndarray] = None    # (t, 3) int32, closed, outward; since 1.6
+    attach_to: str = ""                             # name of the body the attach vertices hang on; since 1.6
+    attach_indices: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))   # since 1.6
+    shrink_samples: Optional[np.ndarray] = None     # (F,) float64 keyed Shrink per frame (cloth); since 1.6
+    shrink_weights: Optional[np.ndarray] = None     # (n,) float64 weight of the keyed Shrink per vertex; since 1.6
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -375,6 +386,37 @@ class Body:
                     or (vs[:, 3] < 0.05).any() or (vs[:, 3] > 20).any():
                 raise SceneError(f"{o}: vertex_scales must be finite, stiffness scales in [0, 1e6], mass scales in (0, 1e6] and "
                                  "rest-size scales in [0.05, 20]", o, "vertex_scales")
+        a = self.attach_indices
+        if not (isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == np.int32):
+            raise SceneError(f"{o}: attach_indices must be an (a,) int32 array", o, "attach_indices")
+        if not isinstance(self.attach_to, str) or len(self.attach_to) > MAX_NAME_LENGTH:
+            raise SceneError(f"{o}: attach_to must be an object name", o, "attach_to")
+        if a.size and (a.min() < 0 or a.max() >= n):
+            raise SceneError(f"{o}: attach index out of range [0, {n})", o, "attach_indices")
+        if a.size and len(np.unique(a)) != a.size:
+            raise SceneError(f"{o}: attach_indices lists a vertex twice", o, "attach_indices")
+        if bool(self.attach_to) != bool(a.size):
+            raise SceneError(f"{o}: an attachment needs both an object to attach to and a vertex group with vertices "
+                             "of weight above 0.5 (or neither)", o, "attach_indices" if self.attach_to else "attach_to")
+        if self.attach_to and self.role not in ("cloth", "solid", "rod"):
+            raise SceneError(f"{o}: only cloth, solid and rod objects can be attached to another object (this one is "
+                             f"{self.role}); clear Attach To", o, "attach_to")
+        if a.size and np.isin(a, p).any():
+            raise SceneError(f"{o}: vertex {int(a[np.isin(a, p)][0])} is both pinned and attached; take it out of one "
+                             "of the two vertex groups", o, "attach_indices")
+        ss = self.shrink_samples
+        if ss is not None:
+            if not (isinstance(ss, np.ndarray) and ss.shape == (n_frames,) and ss.dtype == np.float64):
+                raise SceneError(f"{o}: shrink_samples must be a float64 array of shape ({n_frames},)", o,
+                                 "shrink_samples")
+            if not np.isfinite(ss).all() or (ss < -1.0).any() or (ss > 0.9).any():
+                raise SceneError(f"{o}: shrink_samples must be finite and in [-1, 0.9]", o, "shrink_samples")
+        sw = self.shrink_weights
+        if sw is not None:
+            if not (isinstance(sw, np.ndarray) and sw.shape == (n,) and sw.dtype == np.float64):
+                raise SceneError(f"{o}: shrink_weights must be a float64 array of shape ({n},)", o, "shrink_weights")
+            if not np.isfinite(sw).all() or (sw < 0.0).any() or (sw > 1.0).any():
+                raise SceneError(f"{o}: shrink_weights must be finite and in [0, 1]", o, "shrink_weights")
         ps = self.pressure_samples
         if ps is not None:
             if not (isinstance(ps, np.ndarray) and ps.shape == (n_frames,) and ps.dtype == np.float64):
@@ -577,6 +619,20 @@ class Scene:
             raise SceneError(f"body names must be unique; repeated: {sorted(dup)}", sorted(dup)[0], "name")
         for b in self.bodies:
             b.validate(self.settings.n_frames)
+        roles = {b.name: b.role for b in self.bodies}
+        for b in self.bodies:
+            if not b.attach_to:
+                continue
+            if b.attach_to == b.name:
+                raise SceneError(f"{b.name}: an object cannot be attached to itself; pick another object in Attach To",
+                                 b.name, "attach_to")
+            target = roles.get(b.attach_to)
+            if target is None:
+                raise SceneError(f"{b.name}: Attach To names {b.attach_to!r}, which is not in the bake (give it a "
+                                 "Clearance role)", b.name, "attach_to")
+            if target not in ("cloth", "solid", "stiff", "collider"):
+                raise SceneError(f"{b.name}: Attach To {b.attach_to!r} is a {target} object without a surface to hang "
+                                 "on; attach to a cloth, solid, stiff or collider object", b.name, "attach_to")
         for f in self.force_fields:
             if not isinstance(f, ForceField):
                 raise SceneError("force_fields must hold ForceField objects", "", "force_fields")

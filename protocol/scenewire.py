@@ -14,7 +14,8 @@ meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mp
 absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> "implicit_euler", the
 only IPC integrator before 1.4; ``material.air_drag`` and ``material.pressure`` absent -> 0, the scene's
 ``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5; a body's
-``collision_shape`` absent -> "mesh", before 1.6), and encoding for
+``collision_shape`` absent -> "mesh", its ``attach_to`` / ``attach_indices`` absent -> no attachment and
+``shrink_samples`` absent -> a fixed rest size, before 1.6), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -51,7 +52,7 @@ MATERIAL_SINCE = {"grain_size": ((1, 2), GRAIN_SIZE_OF_OLD_SCENES),
 
 MATERIAL_USED_BY = {"grain_size": lambda b: b.role == "granular" and b.material.mpm_material == "sand",
                     "element": lambda b: b.role == "solid",
-                    "air_drag": lambda b: b.role == "cloth",
+                    "air_drag": lambda b: b.role in ("cloth", "solid", "stiff", "rod"),
                     "pressure": lambda b: b.role == "cloth",
                     "sewing": lambda b: b.role == "cloth"}
 """Material field -> which bodies read it (a predicate on the Body)."""
@@ -68,6 +69,12 @@ shape is refused naming ``collision_shape``."""
 
 SHAPE_FIELDS = ("collision_shape", "shape_vertices", "shape_triangles")
 
+BODY_SINCE_1_6 = (1, 6)
+"""Protocol version that added a body's ``attach_to`` / ``attach_indices`` (attachments), ``shrink_samples`` /
+``shrink_weights`` (keyed Shrink), and air drag on solid, stiff and rod bodies (1.5 read ``material.air_drag``
+on cloth only). For an older peer the new body fields are left out when unset and refused (naming the field)
+when set; a non-cloth body with air drag is refused too."""
+
 FIELD_ARRAYS = {"strength": "<f8", "matrix": "<f8", "flow": "<f8"}
 """ForceField array fields and their wire dtypes."""
 
@@ -82,6 +89,9 @@ BODY_ARRAYS = {
     "vertex_scales": ("<f8", True),
     "shape_vertices": ("<f8", True),
     "shape_triangles": ("<i4", True),
+    "attach_indices": ("<i4", False),
+    "shrink_samples": ("<f8", True),
+    "shrink_weights": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
 
@@ -142,11 +152,27 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
             f"the server speaks protocol {version_str(peer)}, which predates force fields (added in "
             f"{version_str(FORCE_FIELDS_SINCE)}); remove the scene's force fields or update the server",
             "scene.force_fields")
+    before_1_6 = peer[0] == BODY_SINCE_1_6[0] and peer < BODY_SINCE_1_6
     bodies = []
     for b in scene.bodies:
         d = {}
+        if before_1_6 and b.role != "cloth" and b.material.air_drag != AIR_DRAG_OF_OLD_SCENES and \
+                MATERIAL_USED_BY["air_drag"](b) and peer >= MATERIAL_SINCE["air_drag"][0]:
+            raise ProtocolError(
+                f"{b.name}: the server speaks protocol {version_str(peer)}, which reads the material's air_drag on "
+                f"cloth only (air on {b.role} objects was added in {version_str(BODY_SINCE_1_6)}); set air_drag to 0 "
+                "or update the server", f"scene.bodies.{b.name}.material.air_drag")
         for f in dataclasses.fields(Body):
             v = getattr(b, f.name)
+            if before_1_6 and f.name in ("attach_to", "attach_indices", "shrink_samples", "shrink_weights"):
+                unset = v is None or (v.size == 0 if isinstance(v, np.ndarray) else v == "")
+                if not unset:
+                    what = "attachments" if f.name.startswith("attach") else "keyframed Shrink"
+                    raise ProtocolError(
+                        f"{b.name}: the server speaks protocol {version_str(peer)}, which predates {what} (added in "
+                        f"{version_str(BODY_SINCE_1_6)}); remove them or update the server",
+                        f"scene.bodies.{b.name}.{f.name}")
+                continue
             if old and f.name in ("pressure_samples", "vertex_scales") and v is not None and b.role == "cloth":
                 what = "keyframed pressure" if f.name == "pressure_samples" else "vertex-group maps"
                 raise ProtocolError(
@@ -269,7 +295,8 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
         return dataclasses.replace(m, **absent) if absent else m
 
     body_special = {name: _array(name) for name in BODY_ARRAYS}
-    body_special.update(name=_str, role=_str, collision_shape=_str, material=material, initial_velocity=_velocity,
+    body_special.update(name=_str, role=_str, collision_shape=_str, attach_to=_str, material=material,
+                        initial_velocity=_velocity,
                         field_weights=lambda v, p: _scalar(v, (1.0, 1.0, 1.0, 1.0), p))
     field_special = {name: _array(name, {k: (dt, False) for k, dt in FIELD_ARRAYS.items()}) for name in FIELD_ARRAYS}
     field_special.update(name=_str, kind=_str, shape=_str)

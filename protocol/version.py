@@ -14,7 +14,9 @@ the second-order BDF integrator that keeps bounces). 1.5 added Material.air_drag
 Material.sewing (absent: 0), the scene's force_fields (absent: none), Body.field_weights (absent: all 1) , Body.pressure_samples
 (absent: nil, the material's pressure throughout) and Body.vertex_scales (absent: nil, all 1). 1.6 added
 Body.collision_shape (absent: "mesh", contact on the body's own triangles) with Body.shape_vertices and
-Body.shape_triangles (absent: nil, the server builds the shape)."""
+Body.shape_triangles (absent: nil, the server builds the shape), Body.attach_to / Body.attach_indices
+(absent: no attachment), Body.shrink_samples / Body.shrink_weights (absent: nil, the rest size fixed) and
+Material.air_drag on solid, stiff and rod bodies (a 1.5 server read it on cloth only)."""
 
 PROTOCOL_VERSION_STR: str = f"{PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}"
 

@@ -2,7 +2,8 @@
 
 Runs headless in the bpy module (Blender 5.0.1 as a Python module, installed by scripts/setup.sh):
 
-    .venv/bin/python scripts/demo.py [--scene default|sand] [--out out/demo] [--frames 48] [--no-render]
+    .venv/bin/python scripts/demo.py [--scene default|sand|presets|wind|garment|cape] [--out out/demo] [--frames 48]
+                                     [--no-render]
 
 The default scene (IPC): a cloth sheet falling onto a sphere and a floor, and a soft jelly cube
 dropped beside it. ``--scene sand`` (MPM): a box of sand (about 8 000 particles, 1 cm spacing)
@@ -12,7 +13,10 @@ emitter's material) by the particle object's Geometry Nodes (output in out/demo_
 (rubber, jelly, flesh, foam, and wood as a Stiff body), applied from the preset menu's operator and
 dropped on the floor: the jelly slumps under its own weight, the wood does not (out/demo_presets).
 ``--scene wind`` (IPC, Accurate): a flag pinned along a pole in a keyed Wind with Turbulence gusts (Air
-Drag) and a pressurised cushion dropped beside it (out/demo_wind). The add-on is enabled from this checkout the way a user would (a local extensions repository),
+Drag) and a pressurised cushion dropped beside it (out/demo_wind). ``--scene garment`` (IPC, Accurate): a
+skirt sewn from two flat panels (loose-edge side seams) around a cone-shaped mannequin (out/demo_garment).
+``--scene cape`` (IPC, Accurate): a cape attached (Attach To) to a Stiff crate thrown off a ledge-height
+start (out/demo_cape). The add-on is enabled from this checkout the way a user would (a local extensions repository),
 ``bpy.ops.clearance.bake()`` runs the same operator an artist presses (blocking in background mode;
 it starts a local solver server by itself), then the file is saved as ``clearance_demo.blend``
 (its animation lives in ``clearance_cache/clearance_demo/*.pc2`` beside it, played by Mesh Cache modifiers, so it
@@ -269,6 +273,132 @@ def build_wind_scene(frames: int) -> dict:
     return {"floor": floor, "flag": flag, "cushion": cushion}
 
 
+def build_garment_scene(frames: int) -> dict:
+    """A garment sewn from flat panels: two 0.6 x 0.35 m rectangles, one in front of and one behind a
+    cone-shaped mannequin (a collider, wider at the hips, with a sphere for a head), joined along both side
+    edges by loose edges (Blender's sewing convention). Sewing pulls the side seams shut, the panels wrap
+    around the mannequin into a skirt that slides down the cone until it fits. Accurate solver."""
+    import bmesh
+    import bpy
+    import numpy as np
+    scene = _new_scene(frames)
+    floor = _bm_object("Floor", lambda bm: bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=1.2))
+    floor.clearance.role = "COLLIDER"
+    floor.data.materials.append(_material("FloorMat", (0.55, 0.55, 0.58)))
+    body = _bm_object("Mannequin", lambda bm: bmesh.ops.create_cone(bm, cap_ends=True, segments=32, radius1=0.22,
+                                                                     radius2=0.12, depth=0.9),
+                      location=(0.0, 0.0, 0.45))
+    body.clearance.role = "COLLIDER"
+    body.data.materials.append(_material("BodyMat", (0.8, 0.7, 0.6)))
+    for p in body.data.polygons:
+        p.use_smooth = True
+    head = _bm_object("Head", lambda bm: bmesh.ops.create_uvsphere(bm, u_segments=24, v_segments=12, radius=0.1),
+                      location=(0.0, 0.0, 1.0))
+    head.clearance.role = "COLLIDER"
+    head.data.materials.append(_material("HeadMat", (0.8, 0.7, 0.6)))
+    for p in head.data.polygons:
+        p.use_smooth = True
+    nx, nz, width, height, gap = 12, 7, 0.6, 0.35, 0.25
+    xs, zs = np.meshgrid(np.linspace(-width / 2, width / 2, nx + 1), np.linspace(0.45, 0.45 + height, nz + 1),
+                         indexing="xy")
+    panel = np.stack([xs.ravel(), np.zeros(xs.size), zs.ravel()], axis=1)
+    front, back = panel + (0.0, -gap, 0.0), panel + (0.0, gap, 0.0)
+    verts = np.concatenate([front, back])
+    i, j = np.meshgrid(np.arange(nx), np.arange(nz), indexing="xy")
+    a = (j * (nx + 1) + i).ravel()
+    quads = np.stack([a, a + 1, a + nx + 2, a + nx + 1], axis=1)
+    faces = np.concatenate([quads, quads[:, ::-1] + len(front)])      # both panels' normals face outwards
+    n = len(front)
+    rows = np.arange(nz + 1) * (nx + 1)
+    seams = [(r, n + r) for r in rows] + [(r + nx, n + r + nx) for r in rows]    # left and right side seams
+    me = bpy.data.meshes.new("Skirt")
+    me.from_pydata([tuple(v) for v in verts], seams, [tuple(f) for f in faces])
+    me.update()
+    skirt = _link("Skirt", me)
+    c = skirt.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 200.0, 1e-3, 2e5, 5e-6
+    c.sewing, c.air_drag, c.friction = 60.0, 0.5, 0.4
+    skirt.data.materials.append(_material("SkirtMat", (0.55, 0.2, 0.6)))
+    for p in skirt.data.polygons:
+        p.use_smooth = True
+    s = scene.clearance
+    s.solver_quality = "ACCURATE"
+    s.cache_folder = "//clearance_cache/"
+    _camera_and_light(location=(1.3, -2.9, 1.05), target=(0.0, 0.0, 0.45))
+    return {"floor": floor, "mannequin": body, "skirt": skirt}
+
+
+def build_cape_scene(frames: int) -> dict:
+    """An attachment: a cape whose top row hangs on the back of a Stiff crate (Attach To + Attach Group), 3 mm
+    off its face, the crate thrown forwards and up; the cape trails in the air (Air Drag 1) and lands with it.
+    Accurate solver."""
+    import bmesh
+    import bpy
+    import numpy as np
+    scene = _new_scene(frames)
+    floor = _bm_object("Floor", lambda bm: bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=2.0))
+    floor.clearance.role = "COLLIDER"
+    floor.data.materials.append(_material("FloorMat", (0.55, 0.55, 0.58)))
+    crate = _bm_object("Crate", lambda bm: bmesh.ops.create_cube(bm, size=0.3), location=(-0.6, 0.0, 0.9))
+    c = crate.clearance
+    c.role, c.density, c.friction = "STIFF", 300.0, 0.5
+    c.initial_velocity = (1.6, 0.0, 1.0)
+    crate.data.materials.append(_material("CrateMat", (0.6, 0.42, 0.25)))
+    nx, nz, w, h = 12, 14, 0.28, 0.5
+    xs, zs = np.meshgrid(np.linspace(-w / 2, w / 2, nx + 1), np.linspace(1.02 - h, 1.02, nz + 1), indexing="xy")
+    verts = np.stack([np.full(xs.size, -0.753), xs.ravel(), zs.ravel()], axis=1)     # behind the crate's flight
+    i, j = np.meshgrid(np.arange(nx), np.arange(nz), indexing="xy")
+    a = (j * (nx + 1) + i).ravel()
+    me = bpy.data.meshes.new("Cape")
+    me.from_pydata([tuple(v) for v in verts], [], [tuple(q) for q in np.stack([a, a + 1, a + nx + 2, a + nx + 1], 1)])
+    me.update()
+    cape = _link("Cape", me)
+    cape.vertex_groups.new(name="collar").add(list(range(nz * (nx + 1), (nz + 1) * (nx + 1))), 1.0, "REPLACE")
+    c = cape.clearance
+    c.role = "CLOTH"
+    c.density, c.thickness, c.youngs_modulus, c.bending_stiffness = 250.0, 1e-3, 2e5, 5e-6
+    c.air_drag, c.friction = 1.0, 0.5
+    c.attach_to, c.attach_group = crate, "collar"
+    cape.data.materials.append(_material("CapeMat", (0.75, 0.1, 0.15)))
+    for p in cape.data.polygons:
+        p.use_smooth = True
+    s = scene.clearance
+    s.solver_quality = "ACCURATE"
+    s.cache_folder = "//clearance_cache/"
+    _camera_and_light(location=(1.9, -2.4, 1.5), target=(-0.15, 0.0, 0.55))
+    return {"floor": floor, "crate": crate, "cape": cape}
+
+
+def skirt_summary(objects: dict, frames: list) -> dict:
+    """Seam gap (m, largest distance between a seam's two vertices) and lowest z of the skirt per frame."""
+    import numpy as np
+    ob = objects["skirt"]
+    seams = np.array([e.vertices[:] for e in ob.data.edges if e.is_loose]) if hasattr(ob.data.edges[0], "is_loose") \
+        else None
+    out = {"lowest z": [float(z.min()) for z in _world_z(ob, frames)]}
+    if seams is not None and len(seams):
+        out["widest seam"] = [float(np.linalg.norm(p[seams[:, 0]] - p[seams[:, 1]], axis=1).max())
+                              for p in _world_positions(ob, frames)]
+    return out
+
+
+def _world_positions(ob, frames: list) -> list:
+    import bpy
+    import numpy as np
+    out = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        me = ev.to_mesh()
+        co = np.empty(len(me.vertices) * 3, np.float32)
+        me.vertices.foreach_get("co", co)
+        m = np.array(ev.matrix_world)
+        ev.to_mesh_clear()
+        out.append(co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3])
+    return out
+
+
 def _material(name: str, rgb) -> "bpy.types.Material":
     import bpy
     m = bpy.data.materials.new(name)
@@ -349,10 +479,11 @@ def _world_z(ob, frames: list) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scene", choices=("default", "sand", "presets", "wind"), default="default",
+    ap.add_argument("--scene", choices=("default", "sand", "presets", "wind", "garment", "cape"), default="default",
                     help="default: cloth + soft cube (IPC); sand: sand on a ramp (MPM); presets: a cube per solid "
                          "material preset (IPC); wind: a flag in Wind and Turbulence and a pressurised cushion "
-                         "(IPC, Accurate)")
+                         "(IPC, Accurate); garment: a skirt sewn from two flat panels around a mannequin "
+                         "(IPC, Accurate); cape: a cape attached to a thrown stiff crate (IPC, Accurate)")
     ap.add_argument("--out", default=None, help="output folder (default out/demo, or out/demo_<scene>)")
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--no-render", action="store_true")
@@ -364,7 +495,7 @@ def main(argv=None) -> int:
 
     import bpy
     build = {"default": build_scene, "sand": build_sand_scene, "presets": build_presets_scene,
-             "wind": build_wind_scene}[args.scene]
+             "wind": build_wind_scene, "garment": build_garment_scene, "cape": build_cape_scene}[args.scene]
     objects = build(args.frames)
     blend = os.path.join(out, "clearance_demo.blend" if args.scene == "default" else
                          f"clearance_demo_{args.scene}.blend")
@@ -385,6 +516,12 @@ def main(argv=None) -> int:
     elif args.scene == "presets":
         for name, hs in heights(objects, check, [n for n in objects if n != "floor"]).items():
             print(f"demo: {name}: height at frames {check}: " + ", ".join(f"{h * 1000:.1f} mm" for h in hs))
+    elif args.scene == "garment":
+        for what, values in skirt_summary(objects, check).items():
+            print(f"demo: skirt: {what} at frames {check}: " + ", ".join(f"{v * 1000:.1f} mm" for v in values))
+    elif args.scene == "cape":
+        for name, zs in lowest_points(objects, check, ("crate", "cape")).items():
+            print(f"demo: {name}: lowest z at frames {check}: " + ", ".join(f"{z:.3f} m" for z in zs))
     elif args.scene == "wind":
         for name, zs in lowest_points(objects, check, ("flag", "cushion")).items():
             print(f"demo: {name}: lowest z at frames {check}: " + ", ".join(f"{z:.3f} m" for z in zs))

@@ -36,6 +36,7 @@ class MeshBackend(Backend):
             _refuse_quadratic_in_fast(scene)
             _refuse_damping_in_fast(scene)
             _refuse_air_in_fast(scene)
+            _refuse_attachments_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
         # a collision shape that leaves vertices of its object outside (model/collision_shapes.py): said on stderr
@@ -66,11 +67,15 @@ class MeshBackend(Backend):
             self.stepper = TimeStepper(self.system, st.dt, st.gravity, st.newton_tol, st.max_newton_iterations, ct,
                                        linear_solver, integrator=getattr(st, "integrator", "implicit_euler"),
                                        damping=vertex_damping(self.system, scene),
-                                       external=ExternalForces(self.system) if self.system.external is not None else None)
+                                       external=ExternalForces(self.system) if (self.system.external is not None or
+                                                                                self.system.attachments is not None)
+                                       else None)
         self.guard = EnergyGuard(self.system, st.gravity, ct)
         # force fields, pressure and seams put energy in that the guard's total does not count (air drag alone
         # only takes it out): their steps are steps with external work
-        self.external_work = self.system.external is not None and self.system.external.does_work
+        self.external_work = (self.system.external is not None and self.system.external.does_work) or \
+            self.system.attachments is not None or self.system.rest_schedule is not None
+        # (attachment springs hold energy the guard's total leaves out; a keyed Shrink changes the rest shape)
         self.progress("compiling", 1.0)
 
     def _check_initial(self, ct) -> None:
@@ -79,7 +84,7 @@ class MeshBackend(Backend):
         solver, so collider/collider contact (a ball resting on the floor) and a collider crossing
         itself are not errors."""
         x = self.system.x0
-        hits = ct.C.find_intersections(x, ct.mesh.faces, ct.mesh.edges)
+        hits = ct.find_intersections(x)   # an attachment's own pairs are left out (model/attachments.py)
         roles = np.array([b.role == "collider" for b in self.system.blocks], bool)
         found = intersecting_pairs(x, hits, ct.mesh, roles)
         if found:
@@ -288,7 +293,7 @@ def _refuse_air_in_fast(scene: Scene) -> None:
     fields = tuple(getattr(scene, "force_fields", ()))
     for b in scene.bodies:
         m = b.material
-        if b.role == "cloth" and getattr(m, "air_drag", 0.0) > 0.0:
+        if b.role in ("cloth", "solid", "stiff", "rod") and getattr(m, "air_drag", 0.0) > 0.0:
             raise SceneError(f"{b.name}: Air Drag ({m.air_drag:g} Pa·s/m) needs the Converged solver; set Solver "
                              "Quality to Converged, or the object's Air Drag to 0 for the Preview solver", b.name,
                              "air_drag")
@@ -300,7 +305,8 @@ def _refuse_air_in_fast(scene: Scene) -> None:
         if b.role == "cloth" and getattr(m, "sewing", 0.0) > 0.0:
             raise SceneError(f"{b.name}: Sewing needs the Converged solver; set Solver Quality to Converged, or the "
                              "object's Sewing to 0 for the Preview solver", b.name, "sewing")
-        if b.role == "cloth" and getattr(b, "vertex_scales", None) is not None:
+        if b.role == "cloth" and (getattr(b, "vertex_scales", None) is not None or
+                                  getattr(b, "shrink_samples", None) is not None):
             raise SceneError(f"{b.name}: vertex-group maps (stiffness, bending, mass, shrink) need the Converged "
                              "solver; set Solver Quality to Converged, or clear the object's map groups and Shrink for "
                              "the Preview solver", b.name, "vertex_scales")
@@ -345,6 +351,14 @@ def intersection_message(found: dict, names: list, mesh, gap: str) -> str:
         own.append(f"{'; '.join(pairs)} intersect at the start frame; move them apart (at least the "
                    f"contact gap {gap}) before baking")
     return "; ".join(own)
+
+
+def _refuse_attachments_in_fast(scene: Scene) -> None:
+    """The Preview (block-descent) solver has no attachment coupling: name the first attached object."""
+    for b in scene.bodies:
+        if getattr(b, "attach_to", ""):
+            raise SceneError(f"{b.name}: Attach To ({b.attach_to}) needs the Converged solver; set Solver Quality to "
+                             "Converged, or clear the object's Attach To for the Preview solver", b.name, "attach_to")
 
 
 def intersecting_pairs(x: np.ndarray, hits, mesh, is_collider: np.ndarray) -> dict:

@@ -29,13 +29,25 @@ class ContactTerms:
         self.kappa = 0.0
         self.fs = None
         self.x_prev = None
+        # pairs an attachment takes out of contact (model/attachments.py, contact/exclusions.py), or None
+        att = getattr(s, "attachments", None)
+        self.excluded = None
+        if att is not None and (len(att.excl_pt) or len(att.excl_ee) or len(att.excl_ef)):
+            from solver_server.contact.exclusions import Exclusions
+            self.excluded = Exclusions(att.excl_pt, att.excl_ee, att.excl_ef)
+
+    def _filtered(self, cands):
+        if self.excluded is None:
+            return cands
+        from solver_server.contact.exclusions import filter_candidates
+        return filter_candidates(cands, self.mesh, self.excluded)
 
     # --- barrier -------------------------------------------------------------------------------
     def candidates(self, x: np.ndarray):
-        return self.C.find_candidates(x, self.mesh, self.dhat)
+        return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat))
 
     def candidates_swept(self, x0: np.ndarray, x1: np.ndarray):
-        return self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat)
+        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat))
 
     def energy(self, x: np.ndarray, cands) -> float:
         return float(self.C.barrier_energy(x, cands, self.mesh, self.dhat, self.kappa))
@@ -53,7 +65,11 @@ class ContactTerms:
         return float(self.C.min_distance(x, cands, self.mesh))
 
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
-        """Largest alpha in (0, 1] such that x + t p stays intersection free for t <= alpha."""
+        """Largest alpha in (0, 1] such that x + t p stays intersection free for t <= alpha (excluded pairs
+        left out)."""
+        if self.excluded is not None:
+            from solver_server.contact.exclusions import max_step_excluding
+            return max_step_excluding(x, p, self.mesh, self.excluded)
         return float(self.C.max_step_size(x, p, self.mesh, self.dhat))
 
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
@@ -98,5 +114,13 @@ class ContactTerms:
         return self.C.friction_hessian(x, self.x_prev, self.fs, EPS_V * h)
 
     def count_intersections(self, x: np.ndarray) -> int:
-        """Edge-triangle intersections of the collision surface at x."""
-        return int(self.C.count_intersections(x, self.mesh.faces, self.mesh.edges))
+        """Edge-triangle intersections of the collision surface at x (excluded pairs left out)."""
+        return int(len(self.find_intersections(x)))
+
+    def find_intersections(self, x: np.ndarray) -> np.ndarray:
+        """(k, 2) rows (edge, face) of the edge-triangle intersections at x, excluded pairs left out."""
+        hits = self.C.find_intersections(x, self.mesh.faces, self.mesh.edges)
+        if self.excluded is None:
+            return hits
+        from solver_server.contact.exclusions import filter_hits
+        return filter_hits(hits, self.mesh, self.excluded)

@@ -1,5 +1,6 @@
-"""Air on cloth: normal drag against the relative air velocity of each triangle, as a convex quadratic of one
-implicit step (lagged normal, area and air velocity).
+"""Air on surfaces and rods: normal drag against the relative air velocity of each triangle (cloth, and the
+boundary triangles of solid and stiff bodies) and cross drag on each rod segment (below), as convex quadratics of
+one implicit step (lagged normal / tangent, area / length and air velocity).
 
 Each triangle t with area A_t and unit normal n_t (both taken at the step start x^n) moving at the mean
 velocity vbar_t = (xbar_t - xhatbar_t) / h of its three vertices through air moving at u_t feels the force
@@ -83,4 +84,76 @@ def drag_hessian_elems(tris, normal, hc):
                 for i in range(3):
                     for j in range(3):
                         H[t, 3 * a + i, 3 * b + j] = w * normal[t, i] * normal[t, j]
+    return H
+
+
+# --- rods: drag across each segment -----------------------------------------------------------------------------
+# A segment s = (a, b) of length l_s, width d_s (the rod's thickness) and unit tangent tau_s (both lagged at the
+# step start) moving at vbar_s = (xbar_s - xhatbar_s) / h (xbar the mean of its two vertices) through air at u_s
+# feels f_s = -k_s d_s l_s P_s (vbar_s - u_s), P_s = I - tau_s tau_s^T: the velocity across the segment is
+# resisted, the velocity along it is not. Step energy h c_s / 2 |P_s (xbar_s - xhatbar_s - h u_s)|^2 with
+# c_s = k_s d_s l_s; gradient h c_s q_s / 2 on each vertex (q_s = P_s(...), P_s q_s = q_s), Hessian blocks
+# h c_s P_s / 4 (PSD). A horizontal rod of linear density rho pi d^2 / 4 falls at most rho pi d g / (4 k).
+
+def lagged_tangents(x: np.ndarray, segs: np.ndarray) -> tuple:
+    """(tau (S, 3) unit tangents, l (S,) lengths in m) of segments ``segs`` at positions ``x``."""
+    e = x[segs[:, 1]] - x[segs[:, 0]]
+    ln = np.linalg.norm(e, axis=1)
+    tau = np.where(ln[:, None] > 0.0, e / np.maximum(ln, 1e-300)[:, None], 0.0)
+    return np.ascontiguousarray(tau), ln
+
+
+@njit(cache=True)
+def segment_offsets(x, x_hat, segs, tau, air_disp):
+    """q_s = P_s (xbar_s - xhatbar_s - air_disp_s) (S, 3) in m."""
+    S = segs.shape[0]
+    q = np.empty((S, 3))
+    d = np.empty(3)
+    for s in range(S):
+        a, b = segs[s, 0], segs[s, 1]
+        dot = 0.0
+        for c in range(3):
+            d[c] = 0.5 * (x[a, c] + x[b, c] - x_hat[a, c] - x_hat[b, c]) - air_disp[s, c]
+            dot += tau[s, c] * d[c]
+        for c in range(3):
+            q[s, c] = d[c] - dot * tau[s, c]
+    return q
+
+
+@njit(cache=True)
+def segment_energy(x, x_hat, segs, tau, air_disp, hc):
+    """sum_s hc_s / 2 |q_s|^2 (J); hc = h k_s d_s l_s (kg)."""
+    q = segment_offsets(x, x_hat, segs, tau, air_disp)
+    e = 0.0
+    for s in range(segs.shape[0]):
+        e += 0.5 * hc[s] * (q[s, 0] * q[s, 0] + q[s, 1] * q[s, 1] + q[s, 2] * q[s, 2])
+    return e
+
+
+@njit(cache=True)
+def segment_gradient(x, x_hat, segs, tau, air_disp, hc, n_verts):
+    """dE/dx (3 n_verts,) in N: hc_s q_s / 2 on both vertices of segment s."""
+    q = segment_offsets(x, x_hat, segs, tau, air_disp)
+    g = np.zeros(3 * n_verts)
+    for s in range(segs.shape[0]):
+        for k in range(2):
+            v = segs[s, k]
+            for c in range(3):
+                g[3 * v + c] += 0.5 * hc[s] * q[s, c]
+    return g
+
+
+@njit(cache=True)
+def segment_hessian_elems(tau, hc):
+    """(S, 6, 6) element Hessians hc_s / 4 [[P, P], [P, P]], P = I - tau tau^T (N/m), hessian_pattern order."""
+    S = tau.shape[0]
+    H = np.zeros((S, 6, 6))
+    for s in range(S):
+        w = 0.25 * hc[s]
+        for i in range(3):
+            for j in range(3):
+                p = (1.0 if i == j else 0.0) - tau[s, i] * tau[s, j]
+                for a in range(2):
+                    for b in range(2):
+                        H[s, 3 * a + i, 3 * b + j] = w * p
     return H

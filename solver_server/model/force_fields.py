@@ -15,9 +15,10 @@ the falloff is 0 beyond distance_max (use_max), 1 inside distance_min (use_min),
           (TURBULENCE_MODES random Fourier modes of wavelength ~size, from ``seed``) with unit RMS per axis,
           carried and turned with the field object (R its rotation)
 
-each times the body's field weight of that kind (Body.field_weights). Air velocities act on cloth through
-its surface (energies/air.py, Material.air_drag); accelerations act on every simulated vertex of cloth,
-solids and rods (stiff bodies ignore fields).
+each times the body's field weight of that kind (Body.field_weights). Air velocities act through
+Material.air_drag (energies/air.py) on the surface of cloth, solid and stiff bodies (each triangle, a solid's
+boundary triangles) and across the length of rods (each segment); accelerations act on every simulated vertex
+of cloth, solids and rods (stiff bodies ignore Force fields).
 """
 from __future__ import annotations
 
@@ -115,6 +116,9 @@ class ExternalSpec:
     air_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))    # cloth triangles
     air_k: np.ndarray = field(default_factory=lambda: np.zeros(0))                      # Pa s/m per triangle
     air_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))            # field weights per triangle
+    air_segs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int32))    # rod segments
+    seg_kd: np.ndarray = field(default_factory=lambda: np.zeros(0))                     # k d, N s/m^2 per segment
+    seg_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))            # field weights per segment
     vertex_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))         # (N, 4) per vertex (0: none)
     pressure_tris: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # outward-oriented
     pressure: np.ndarray = field(default_factory=lambda: np.zeros(0))                   # Pa per triangle
@@ -125,7 +129,8 @@ class ExternalSpec:
 
     @property
     def active(self) -> bool:
-        return bool(len(self.pressure_tris) or len(self.air_tris) or len(self.seams) or (self.fields and self.vertex_weight.any()))
+        return bool(len(self.pressure_tris) or len(self.air_tris) or len(self.air_segs) or len(self.seams)
+                    or (self.fields and self.vertex_weight.any()))
 
     @property
     def does_work(self) -> bool:
@@ -144,20 +149,27 @@ class ExternalSpec:
 
     def air_velocity(self, x: np.ndarray, frame_index: float) -> np.ndarray:
         """(T, 3) m/s: weighted wind + vortex + turbulence air velocity at each air triangle (mean of its vertices)."""
-        u = np.zeros((len(self.air_tris), 3))
-        if not len(self.air_tris):
+        return self._air_at(self.air_tris, self.air_weight, x, frame_index)
+
+    def segment_air_velocity(self, x: np.ndarray, frame_index: float) -> np.ndarray:
+        """(S, 3) m/s: the same at each rod segment (mean of its two vertices)."""
+        return self._air_at(self.air_segs, self.seg_weight, x, frame_index)
+
+    def _air_at(self, elems: np.ndarray, weight: np.ndarray, x: np.ndarray, frame_index: float) -> np.ndarray:
+        u = np.zeros((len(elems), 3))
+        if not len(elems):
             return u
-        verts = np.unique(self.air_tris)
+        verts = np.unique(elems)
         pts = x[verts]
         where = np.full(x.shape[0], -1, np.int64)
         where[verts] = np.arange(len(verts))
-        loc = where[self.air_tris]
+        loc = where[elems]
         for ff in self.fields:
             if ff.kind == "force":
                 continue
             vec, _ = field_at(ff, frame_index, pts)
-            w = self.air_weight[:, AIR_KINDS[ff.kind]]
-            u += w[:, None] * (vec[loc[:, 0]] + vec[loc[:, 1]] + vec[loc[:, 2]]) / 3.0
+            w = weight[:, AIR_KINDS[ff.kind]]
+            u += w[:, None] * vec[loc].mean(axis=1)
         return u
 
     def acceleration(self, x: np.ndarray, frame_index: float) -> tuple:
@@ -191,13 +203,22 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
     bodies = {b.name: b for b in scene.bodies}
     fields = tuple(getattr(scene, "force_fields", ()))
     kinds = {f.kind for f in fields}
-    at, ak, aw, pt, pp, pb, pk, se, sk = [], [], [], [], [], [], [], [], []
+    at, ak, aw, pt, pp, pb, pk, se, sk, ag, gk, gw = [], [], [], [], [], [], [], [], [], [], [], []
     vw = np.zeros((x0.shape[0], len(FIELD_WEIGHT_KINDS)))
     for blk in blocks:
         b = bodies[blk.name]
         w = np.asarray(getattr(b, "field_weights", (1.0, 1.0, 1.0, 1.0)), np.float64)
         if blk.role in ("cloth", "solid", "rod"):
             vw[blk.offset:blk.offset + blk.n_nodes] = w
+        k = float(b.material.air_drag)
+        if k > 0.0 and blk.role in ("solid", "stiff"):      # the boundary triangles of a tet mesh or stiff body
+            at.append(b.triangles.astype(np.int32) + blk.offset)
+            ak.append(np.full(len(b.triangles), k))
+            aw.append(np.repeat(w[None], len(b.triangles), 0))
+        if k > 0.0 and blk.role == "rod":                   # cross drag along the rod's length
+            ag.append(b.edges.astype(np.int32) + blk.offset)
+            gk.append(np.full(len(b.edges), k * float(b.material.thickness)))
+            gw.append(np.repeat(w[None], len(b.edges), 0))
         if blk.role != "cloth":
             continue
         tris = b.triangles.astype(np.int32) + blk.offset
@@ -234,6 +255,10 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
         spec.air_tris = np.ascontiguousarray(np.concatenate(at), np.int32)
         spec.air_k = np.concatenate(ak)
         spec.air_weight = np.concatenate(aw)
+    if ag:
+        spec.air_segs = np.ascontiguousarray(np.concatenate(ag), np.int32)
+        spec.seg_kd = np.concatenate(gk)
+        spec.seg_weight = np.concatenate(gw)
     if se:
         spec.seams = np.ascontiguousarray(np.concatenate(se), np.int32)
         spec.seam_k = np.concatenate(sk)

@@ -29,6 +29,8 @@ from .tetmesh import tetrahedralize
 from solver_server.energies import bending, elastic_tet, elastic_tet10, membrane, shell_bending
 from .dof_map import DofMap
 from .force_fields import build_external
+from .attachments import build_attachments
+from .rest_schedule import RestSchedule, ShrinkTrack
 from solver_server.energies.elasticity import ElasticTerms
 from solver_server.energies.isotropic_models import MODEL_IDS, lame
 
@@ -76,6 +78,8 @@ class System:
     dynamic_z: Optional[np.ndarray] = None  # (n_z,) bool: lumped inertia/gravity applies (vertex rows only)
     weight_z: Optional[np.ndarray] = None  # (n_z,) kg: residual / penalty weight (body rows: diag of Mbar)
     external: Optional[object] = None      # model/force_fields.ExternalSpec: air drag, force fields, pressure
+    attachments: Optional[object] = None   # model/attachments.AttachmentSpec: vertices hung on other bodies' surfaces
+    rest_schedule: Optional[object] = None  # model/rest_schedule.RestSchedule: keyed Shrink (rest size per step)
 
     def __post_init__(self):
         if self.dof_map is None:
@@ -141,6 +145,7 @@ class _Parts:
     abd_anim: list = field(default_factory=list)
     abd_vel: list = field(default_factory=list)
     shape_warnings: list = field(default_factory=list)
+    shrink: list = field(default_factory=list)     # model/rest_schedule.ShrinkTrack per cloth with keyed Shrink
 
 
 def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
@@ -218,6 +223,13 @@ def _cloth_part(body: Body, V, tris, off: int, P: _Parts) -> tuple:
     vsc = getattr(body, "vertex_scales", None)
     tsc = np.ones((len(tris), 4)) if vsc is None else vsc[tris].mean(axis=1)   # per-triangle map values
     Dm_inv, area = membrane.rest_shape(V, tris)
+    keyed = getattr(body, "shrink_samples", None)
+    if keyed is not None:           # keyed Shrink: the rest size follows it (model/rest_schedule.py)
+        sw = body.shrink_weights if getattr(body, "shrink_weights", None) is not None else np.ones(len(V))
+        row0 = sum(len(t[0]) for t in P.tris)
+        P.shrink.append(ShrinkTrack(np.arange(row0, row0 + len(tris), dtype=np.int64), Dm_inv.copy(), area.copy(),
+                                    sw[tris].mean(axis=1), np.asarray(keyed, np.float64)))
+        tsc[:, 3] = 1.0 - float(keyed[0]) * P.shrink[-1].weight
     Dm_inv = Dm_inv / tsc[:, 3, None, None]          # rest size scaled (shrink < 1, grow > 1)
     area = area * tsc[:, 3] ** 2
     mu, lam = lame(mat.youngs_modulus, mat.poisson_ratio)
@@ -369,6 +381,8 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
     if P.abd_specs:
         _add_affine_bodies(sysm, P.abd_specs, P.abd_anim, P.abd_vel, F)
     sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)
+    sysm.rest_schedule = RestSchedule(P.shrink) if P.shrink else None
+    sysm.attachments = build_attachments(scene, blocks, x0, fc, ec, sysm.vertex_offset, sysm.vertex_body)
     return sysm
 
 

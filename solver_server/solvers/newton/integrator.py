@@ -108,7 +108,7 @@ class IncrementalPotential:
         if self.damping is not None:
             e += self.h * self.damping.energy(x[:self.nx] - self.x_hat[:self.nx])
         if self.external is not None:
-            e += self.external.energy(x[:self.nx])
+            e += self.external.energy(self.D.to_x(x))
         if len(self.pen_idx):
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
@@ -144,7 +144,7 @@ class IncrementalPotential:
         if self.damping is not None:
             g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
         if self.external is not None:
-            g[:3 * self.nx] += self.external.gradient(x[:self.nx])
+            g += self.D.pull_gradient(self.external.gradient(self.D.to_x(x)))   # W^T g (attachments to stiff bodies)
         if self.ab is not None:
             g += self.ab.gradient(x, self.x_tilde, self.g, h2)
         if len(self.pen_idx):
@@ -175,8 +175,8 @@ class IncrementalPotential:
         H = self.pattern.matrix(v, diag[self.free_dofs])
         nf = self.free_dofs.size
         if self.external is not None:
-            if self._ext_H is None or self.external.has_pressure:
-                self._ext_H = free_block(*self.external.hessian(x[:self.nx]), self.dof_map, nf)
+            if self._ext_H is None or self.external.varies:
+                self._ext_H = free_block(*self.D.pull_coo(*self.external.hessian(self.D.to_x(x))), self.dof_map, nf)
             H = H + self._ext_H
         if self.ab is not None:
             ra, ca, va = self.ab.hessian(x, h2)
@@ -281,6 +281,8 @@ class TimeStepper:
         x_n = self.x.copy()
         x = self.x.copy() if start is None else np.array(start, np.float64)
         x_hat, v_hat, h_e = self.history.targets(x_n, self.v, self.h)
+        if s.rest_schedule is not None:     # keyed Shrink: the rest shape of this step's end time
+            s.rest_schedule.apply(s.elastic, frame_end - s.frame_start)
         damp = StepDamping(s.elastic, x_n[:s.n], self.kd) if self.kd is not None else None
         ext = self.external.for_step(x_n, x_hat, h_e, frame_end) if self.external is not None else None
         fixed = np.zeros(self.D.n_z, bool)
