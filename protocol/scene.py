@@ -38,10 +38,11 @@ SOLVER_QUALITIES = ("fast", "accurate")
 add-on): Newton IPC, every step converged to ``newton_tol`` or reported unconverged with its residual.
 ``fast`` ("Preview"): per-vertex block descent with a fixed sweep budget; its steps are not converged and
 every frame says so. Both keep the scene free of intersections."""
-PREVIEW_ERROR = "24.8 mm RMS on a 1 m cloth draped over a sphere (24x24 grid, 48 frames)"
-"""How far the ``fast`` (Preview) solver's frames are from the converged answer, as measured
-(docs/benchmarks.md, area fast: Preview vs Converged, same scene and run); the panel and every
-preview frame's warning quote it."""
+PREVIEW_ERROR = ("39 mm RMS on a 1 m cloth draped over a sphere (24x24 grid, 48 frames; 20 mm at 48x48 and 64x64; "
+                 "a Peirce strip sags to 89 deg where the converged answer is 44)")
+"""How far the ``fast`` (Preview) solver's frames are from the converged answer, as measured by the
+benchmark suite (docs/benchmarks.md, "Suite": Preview vs Converged, same scenes, same run, 2026-11-27);
+the panel and every preview frame's warning quote it (the panel the part before the parenthesis)."""
 SOLVER_QUALITY_OF_OLD_SCENES = "accurate"
 """What a scene without ``solver_quality`` means: scenes written or sent before protocol 1.1
 had only the Newton IPC solver, so decoding fills in "accurate" (not the dataclass default)."""
