@@ -4,7 +4,9 @@ Geometry is read from the dependency graph (modifiers, shape keys and parenting 
 moved to world space with one matrix product; every array is filled by ``foreach_get`` into
 numpy (no Python loop over vertices). Colliders and following pins are sampled at every frame
 of the bake range (``frame_set`` then a fresh evaluation), as the contract asks, and so is
-every object's world matrix (write-back stores positions in the object's space of each frame).
+every object's world matrix (write-back stores positions in the object's space of each frame; the
+matrices of the simulated objects travel in the scene as ``Body.world_matrices``, so that
+``clearance-server bake`` of an exported .clrscene writes the same object-space .pc2 files).
 With the pass-through backend ("none") every body sends its whole per-frame motion, so the
 bake reproduces the input animation exactly. The scene's Wind, Force, Vortex and Turbulence field objects (when
 Scene.clearance.use_force_fields and the IPC backend) are sampled at every frame too: strength, flow
@@ -412,7 +414,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            pin_targets=samples.get(o.name) if o in followers else None, animation=anim,
                            field_weights=tuple(float(w) for w in o.clearance.field_weights),
                            pressure_samples=_keyed(pressures.get(o.name)),
-                           vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None))
+                           vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None,
+                           world_matrices=None if r in ("collider", "granular") else result.matrices[o.name]))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:

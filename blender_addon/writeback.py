@@ -32,14 +32,14 @@ Points, then the emitter's material) after it so it renders as spheres without t
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Optional
 
 import bpy
 import numpy as np
 
-from protocol.cache_layout import FRAMES_DIR, STATE_DIR, is_own_file
+from protocol.cache_layout import (FRAMES_DIR, SERVER_DIR, STATE_DIR, is_own_file, particle_object_name,
+                                   pc2_file_name, pc2_stem, to_local)
 from protocol.pc2 import HEADER_SIZE, PC2Writer, read_pc2
 from protocol.rigid import rigid_world_matrix
 from protocol.scene import SceneError
@@ -196,29 +196,6 @@ def claim_cache_dir(folder: str, claim: bool = True) -> None:
     os.replace(tmp, marker)
 
 
-_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-
-
-def pc2_stem(name: str) -> str:
-    """The file stem of the cache of the object called ``name``: unique and stable.
-
-    A name that is already file-safe (``bpy.path.clean_name`` leaves it unchanged: letters,
-    digits, ``_``, ``-``) is its own stem, so "Cube" writes ``Cube.pc2`` as it always did. Any
-    other name gets the cleaned name plus ``.`` and the first 10 hex digits of the SHA-256 of
-    the exact name: "Cube.001" -> ``Cube_001.3c1f0b2a9d.pc2``, which differs from "Cube_001"'s
-    ``Cube_001.pc2``. Cleaning never leaves a ``.``, so a hashed stem can never equal a plain
-    one, and two different names that clean alike differ in their hash. The stem depends on the
-    name alone (not on the other objects), so Free Bake and Resume find the same file.
-    Names that differ only in case ("Cube", "cube") are refused per bake by
-    :func:`check_cache_paths` (they would share a file on Windows and macOS).
-    """
-    cleaned = bpy.path.clean_name(name)
-    if cleaned == name and name and name.casefold() not in _WINDOWS_RESERVED:
-        return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{cleaned[:100]}.{digest}"
-
-
 def pc2_path(folder: str, name: str) -> str:
     """The .pc2 file of the body ``name`` inside ``folder`` (stem from :func:`pc2_stem`)."""
     return os.path.join(folder, pc2_stem(name) + ".pc2")
@@ -229,8 +206,7 @@ def cache_file_names(bodies) -> dict:
 
     A granular body writes the cache of its particle object ("<name>_particles").
     """
-    return {b.name: pc2_stem(particle_object_name(b.name) if b.role == "granular" else b.name) + ".pc2"
-            for b in bodies}
+    return {b.name: pc2_file_name(b.name, b.role) for b in bodies}
 
 
 def check_cache_paths(bodies) -> None:
@@ -259,12 +235,6 @@ def blend_relative(path: str) -> str:
         except ValueError:  # another drive on Windows
             return path
     return path
-
-
-def to_local(world: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """World positions (n, 3) -> object-local float32 through the inverse of ``matrix`` (4, 4)."""
-    inv = np.linalg.inv(np.asarray(matrix, dtype=np.float64))
-    return (np.asarray(world, np.float64) @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,10 +394,6 @@ def set_particle_material(particles: bpy.types.Object, material: Optional[bpy.ty
     item = mod.node_group.interface.items_tree.get(PARTICLE_MATERIAL_INPUT) if mod and mod.node_group else None
     if item is not None:  # a group from an older add-on version has no such input
         mod[item.identifier] = material
-
-
-def particle_object_name(name: str) -> str:
-    return f"{name}_particles"
 
 
 def ensure_particle_object(source: bpy.types.Object, positions: np.ndarray, radius: float) -> bpy.types.Object:
@@ -621,7 +587,7 @@ def free_server_cache(folder: str) -> list:
     and only the files the server writes there (protocol.cache_layout): anything else a user put
     in it stays, and so do the folders that still hold something. Symbolic links are never
     followed nor removed. Returns the paths it left (empty when the whole cache is gone)."""
-    path = os.path.join(folder, "server")
+    path = os.path.join(folder, SERVER_DIR)
     if os.path.islink(path) or not os.path.isdir(path):
         return []
     for sub in (FRAMES_DIR, STATE_DIR, ""):

@@ -13,7 +13,8 @@ meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mp
 "box", ``material.grain_size`` absent -> 0, rate-independent sand, before 1.2; ``material.element``
 absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> "implicit_euler", the
 only IPC integrator before 1.4; ``material.air_drag`` and ``material.pressure`` absent -> 0, the scene's
-``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5), and encoding for
+``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5; a body's
+``world_matrices`` absent -> nil, results in world space, before 1.6), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -60,6 +61,11 @@ FORCE_FIELDS_SINCE = (1, 5)
 older peer both are left out when the scene has no force field (weights then change nothing), and a
 scene with force fields is refused naming ``force_fields``."""
 
+OUTPUT_ONLY_SINCE = {"world_matrices": (1, 6)}
+"""Body fields no solver reads (only whoever writes the results: ``clearance-server bake`` writes .pc2 files in
+the object's space with ``world_matrices``), by the version that added them. For an older peer they are left
+out whatever their value: they cannot change its solve."""
+
 FIELD_ARRAYS = {"strength": "<f8", "matrix": "<f8", "flow": "<f8"}
 """ForceField array fields and their wire dtypes."""
 
@@ -72,6 +78,7 @@ BODY_ARRAYS = {
     "animation": ("<f4", True),
     "pressure_samples": ("<f8", True),
     "vertex_scales": ("<f8", True),
+    "world_matrices": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
 
@@ -144,6 +151,9 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
                     f"{version_str(FORCE_FIELDS_SINCE)}); remove them or update the server",
                     f"scene.bodies.{b.name}.{f.name}")
             if old and f.name in ("field_weights", "pressure_samples", "vertex_scales"):
+                continue
+            if f.name in OUTPUT_ONLY_SINCE and peer[0] == OUTPUT_ONLY_SINCE[f.name][0] \
+                    and peer < OUTPUT_ONLY_SINCE[f.name]:
                 continue
             if f.name in BODY_ARRAYS:
                 dt, _ = BODY_ARRAYS[f.name]
