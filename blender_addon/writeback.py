@@ -541,6 +541,33 @@ class BodyCache:
             if self.particles:  # deform the vertices before Mesh to Points turns them into points
                 self.target.modifiers.move(list(self.target.modifiers).index(mod), 0)
 
+    def load(self, frames: np.ndarray) -> None:
+        """Set the body up from a finished bake's cache file ``self.path`` (Load Farm Bake), exactly as a Bake
+        that wrote it leaves it: ``frames`` (F, n, 3) float32 are its samples (object space; particles: world),
+        sample k being frame ``frame_start + k``. PC2: the Mesh Cache modifier reads the file as it is (nothing
+        is written); particles: the particle object, then its modifier; shape keys: one key per frame from the
+        samples; Object Transform: the samples back in world space through this frame's matrix, keyed as a Bake
+        keys them (the same rigid fit, from float32 object-space positions instead of float32 world ones)."""
+        if self.mode == "NONE":
+            return
+        if self.mode == "TRANSFORM":
+            for k, local in enumerate(frames):
+                m = self.matrices[min(k, len(self.matrices) - 1)]
+                self.write(self.frame_start + k, np.asarray(local, np.float64) @ m[:3, :3].T + m[:3, 3])
+            return
+        if self.mode == "SHAPE_KEYS":
+            disable_baked_modifiers(self.obj)
+            for k, local in enumerate(frames):
+                write_shape_key(self.obj, self.frame_start + k, local)
+            self.frames_done = len(frames)
+            return
+        if self.particles:
+            self.target = ensure_particle_object(self.obj, frames[0], self.radius)
+        mod = attach_mesh_cache(self.target, self.path, self.frame_start, last=not self.particles)
+        if self.particles:  # deform the vertices before Mesh to Points turns them into points
+            self.target.modifiers.move(list(self.target.modifiers).index(mod), 0)
+        self.frames_done = len(frames)
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
