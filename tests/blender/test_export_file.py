@@ -286,3 +286,25 @@ def test_load_farm_bake_gives_shape_keys_and_refuses_a_world_space_folder(blende
     with pytest.raises(RuntimeError) as info:
         bpy.ops.clearance.load_farm_bake(directory=str(tmp_path / "world_out"))
     assert "world-space farm bake" in str(info.value) and str(tmp_path / "world_out") in str(info.value)
+
+
+def test_bake_blend_load_farm_attaches_the_node_output_headless(blender, tmp_path):
+    """``scripts/bake_blend.py shot.blend --load-farm DIR --out loaded.blend``: the headless Load Farm Bake; the
+    saved file plays the node's object-space caches (pass-through backend: the keyframed, bending box)."""
+    ob, blend = _shot(tmp_path)
+    expected = {f: world_positions(ob, f) for f in range(1, 7)}
+    path = tmp_path / "shot.clrscene"
+    assert bpy.ops.clearance.export_scene(filepath=str(path)) == {"FINISHED"}
+    out = tmp_path / "node_out"
+    _cli_bake(path, out)
+    loaded = tmp_path / "loaded.blend"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bake_blend.py"), blend, "--load-farm", str(out),
+                        "--out", str(loaded)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert f"clearance: loaded the farm bake in {out} into {loaded}" in r.stdout
+    bpy.ops.wm.open_mainfile(filepath=str(loaded))
+    box = bpy.data.objects["box"]
+    assert box.modifiers.get("Clearance Cache") is not None
+    assert os.path.normpath(bpy.path.abspath(box.modifiers["Clearance Cache"].filepath)) == str(out / "box.pc2")
+    for f, want in expected.items():
+        np.testing.assert_allclose(world_positions(box, f), want, rtol=0, atol=2e-6)
