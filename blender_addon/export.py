@@ -27,7 +27,8 @@ import numpy as np
 from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem, zero_scale_problem
-from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
+from .writeback import (CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION, TRANSFORM_PROPS,
+                        restore_rest_transform)
 
 PIN_ATTR = "clearance_pin_weight"
 MAP_GROUPS = (("stiffness_group", "clearance_stiffness_weight"), ("bending_group", "clearance_bending_weight"),
@@ -204,14 +205,13 @@ class _InputsOnly:
     def __enter__(self) -> "_InputsOnly":
         for o in self.objects:
             if TRANSFORM_ACTION in o and o.animation_data is not None and o.animation_data.action is not None:
-                # a stiff object's previous transform bake: export its start transform, not those keys
-                from mathutils import Matrix
-                act, basis = o.animation_data.action, o.matrix_basis.copy()
+                # a stiff object's previous transform bake: export its start transform (exactly: the same scene
+                # and hash as before that bake), not those keys
+                act = o.animation_data.action
+                for p in TRANSFORM_PROPS:
+                    self.undo.append((o, p, tuple(getattr(o, p))))
                 o.animation_data.action = None
-                b = list(o.get("clearance_rest_basis", []))
-                if len(b) == 16:
-                    o.matrix_basis = Matrix([b[0:4], b[4:8], b[8:12], b[12:16]])
-                self.undo.append((o, "matrix_basis", basis))
+                restore_rest_transform(o)
                 self.undo.append((o.animation_data, "action", act))
             mod = o.modifiers.get(CACHE_MODIFIER)
             if mod is not None and mod.show_viewport:

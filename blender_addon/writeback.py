@@ -55,6 +55,27 @@ _HIDDEN = "clearance_hidden_source"          # ID property on a granular source:
 TRANSFORM_ACTION = "clearance_transform_action"  # ID property: name of the action a transform bake keyed
 _PREV_ACTION = "clearance_prev_action"       # ID property: the action the object had before ("" if none)
 _REST_BASIS = "clearance_rest_basis"         # ID property: matrix_basis (16 floats, row-major) before the bake
+_REST_PROPS = "clearance_rest_transform"     # ID property: location, rotations and scale (17 floats) before the bake
+TRANSFORM_PROPS = ("location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale")
+"""The transform properties a transform bake keys, stored and given back exactly (matrix_basis alone is not:
+setting it decomposes the matrix again, a few float32 ulps off, which changed the exported scene and its hash)."""
+
+
+def restore_rest_transform(obj: bpy.types.Object) -> None:
+    """Give ``obj`` back the transform it had before its transform bake: the exact property values when the bake
+    stored them, else (a bake by an older add-on) its matrix_basis."""
+    props = list(obj.get(_REST_PROPS, []))
+    if len(props) == 17:
+        i = 0
+        for p in TRANSFORM_PROPS:
+            n = len(getattr(obj, p))
+            setattr(obj, p, props[i:i + n])
+            i += n
+        return
+    from mathutils import Matrix
+    b = list(obj.get(_REST_BASIS, []))
+    if len(b) == 16:
+        obj.matrix_basis = Matrix([b[0:4], b[4:8], b[8:12], b[12:16]])
 
 
 def begin_transform_bake(obj: bpy.types.Object) -> None:
@@ -65,6 +86,7 @@ def begin_transform_bake(obj: bpy.types.Object) -> None:
     ad = obj.animation_data
     obj[_PREV_ACTION] = ad.action.name if (ad is not None and ad.action is not None) else ""
     obj[_REST_BASIS] = [float(v) for row in obj.matrix_basis for v in row]
+    obj[_REST_PROPS] = [float(v) for p in TRANSFORM_PROPS for v in getattr(obj, p)]
     if ad is not None:
         ad.action = None
     obj[TRANSFORM_ACTION] = ""
@@ -114,10 +136,8 @@ def free_transform_bake(obj: bpy.types.Object) -> None:
     prev = bpy.data.actions.get(obj.get(_PREV_ACTION, "")) if obj.get(_PREV_ACTION) else None
     if prev is not None:
         obj.animation_data_create().action = prev
-    basis = list(obj.get(_REST_BASIS, []))
-    if len(basis) == 16:
-        obj.matrix_basis = Matrix([basis[0:4], basis[4:8], basis[8:12], basis[12:16]])
-    for k in (TRANSFORM_ACTION, _PREV_ACTION, _REST_BASIS):
+    restore_rest_transform(obj)
+    for k in (TRANSFORM_ACTION, _PREV_ACTION, _REST_BASIS, _REST_PROPS):
         obj.pop(k, None)
 
 

@@ -308,3 +308,38 @@ def test_bake_blend_load_farm_attaches_the_node_output_headless(blender, tmp_pat
     assert os.path.normpath(bpy.path.abspath(box.modifiers["Clearance Cache"].filepath)) == str(out / "box.pc2")
     for f, want in expected.items():
         np.testing.assert_allclose(world_positions(box, f), want, rtol=0, atol=2e-6)
+
+
+@pytest.mark.slow
+def test_load_farm_bake_keys_a_stiff_object_transform_as_the_bake_does(blender, server, tmp_path):
+    """Stiff, Output Object Transform (Converged: an affine body): the add-on's Bake keys the object's transform
+    and writes no .pc2; the node writes an object-space .pc2 for it, and Load Farm Bake keys the same transforms
+    from it: the evaluated cube at every frame equals the Bake's to float32 precision."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    crate = cube("crate", size=0.2, location=(0.1, -0.05, 0.22))
+    crate.rotation_euler = (0.4, 0.2, 0.3)
+    crate.scale = (1.5, 1.0, 0.8)
+    crate.clearance.role = "STIFF"
+    crate.clearance.stiff_output = "TRANSFORM"
+    plane("floor", size=2.0).clearance.role = "COLLIDER"
+    s = scene.clearance
+    s.server_address = server.address
+    s.solver_quality = "ACCURATE"
+    addon("preferences").get().timeout = 600.0
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "crate.blend"))
+    path = tmp_path / "crate.clrscene"
+    assert bpy.ops.clearance.export_scene(filepath=str(path)) == {"FINISHED"}
+    assert bpy.ops.clearance.bake() == {"FINISHED"}, s.last_error
+    baked = {f: world_positions(crate, f) for f in range(1, 7)}
+    assert baked[6][:, 2].min() < baked[1][:, 2].min() - 1e-3      # it fell
+    assert not (tmp_path / "clearance_cache" / "crate" / "crate.pc2").exists()
+    out = tmp_path / "node_out"
+    _cli_bake(path, out)
+    assert (out / "crate.pc2").is_file()
+    assert bpy.ops.clearance.free_bake() == {"FINISHED"}
+    assert crate.animation_data is None or crate.animation_data.action is None
+    assert bpy.ops.clearance.load_farm_bake(directory=str(out)) == {"FINISHED"}, s.last_error
+    assert crate.modifiers.get("Clearance Cache") is None and crate.animation_data.action is not None
+    for f, want in baked.items():
+        np.testing.assert_allclose(world_positions(crate, f), want, rtol=0, atol=1e-5)
