@@ -62,8 +62,8 @@ def load_farm_bake(context: bpy.types.Context, directory: str) -> tuple:
     """Attach the farm bake in ``directory`` to the context's scene. Returns (folder, number of objects, frames).
 
     Raises SceneError (one line naming the file and the fix) when the folder was baked from another scene (the
-    scene hash differs: another export, other settings, or ``--frames`` / ``--solver-quality`` overrides on the
-    farm), when a .pc2 file is missing or incomplete, or when another .blend plays from the folder."""
+    scene hash differs: another export, other settings, or ``--frames`` / another ``--solver-quality`` on the
+    node), when a .pc2 file is missing or incomplete, or when another .blend plays from the folder."""
     scene = context.scene
     folder = _folder(directory)
     recorded = baked_hash(folder)
@@ -72,8 +72,8 @@ def load_farm_bake(context: bpy.types.Context, directory: str) -> tuple:
     if digest != recorded:
         raise SceneError(f"Load Farm Bake: {os.path.join(folder, SERVER_DIR, SCENE_JSON)} was baked from another "
                          f"scene (hash {recorded[:12]}, this scene {digest[:12]}): the objects, their animation or the "
-                         "bake settings changed since the export, or the farm overrode --frames / --solver-quality "
-                         "(set the same here); export and bake again to load.", "", "directory")
+                         "bake settings changed since the export, or the node baked with --frames or another "
+                         "--solver-quality; export and bake again to load.", "", "directory")
     s = export.scene.settings
     bodies = export.scene.simulated()
     check_cache_paths(bodies)

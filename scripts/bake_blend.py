@@ -18,8 +18,8 @@ records what it was baked with).
 ``--load-farm DIR`` bakes nothing either: it attaches what ``clearance-server bake SCENE.clrscene --out DIR``
 baked on the node (the add-on's *Load Farm Bake*: the same Mesh Cache modifiers, particles, shape keys or
 keyed transforms as a Bake, DIR becoming the Cache Folder) and saves the output .blend; it refuses, naming
-``DIR/server/scene.json``, when the file's scene is not the one that was exported (pass the same ``--frames``
-and ``--solver-quality`` the export and the node used).
+``DIR/server/scene.json``, when the file's scene is not the one that was exported (pass the ``--frames`` and
+``--solver-quality`` the ``--export`` run used, and the node's ``--solver-quality`` if it gave one).
 Progress goes to stdout as ``clearance: ...`` lines (each solver kernel of a cold compile, each
 frame, the end, and a warning naming the objects of frames that did not converge).
 Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
