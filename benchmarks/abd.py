@@ -74,11 +74,13 @@ def placements(n: int, side: int = 5) -> list:
     return out
 
 
-def make_scene(n: int, div: int, frames: int, quality: str, side: int = 5) -> Scene:
+def make_scene(n: int, div: int, frames: int, quality: str, side: int = 5, shape: str = "mesh") -> Scene:
+    """The pile: n cubes of div x div quads per face, their collision shape ``shape`` (protocol 1.6)."""
     bodies = []
     V0, T = box((SIZE, SIZE, SIZE), center=(0.0, 0.0, 0.0), divisions=div)
     for i, (c, R) in enumerate(placements(n, side)):
-        bodies.append(Body(f"cube{i}", "stiff", V0 @ R.T + c, T, material=Material(density=500.0, friction=0.3)))
+        bodies.append(Body(f"cube{i}", "stiff", V0 @ R.T + c, T, material=Material(density=500.0, friction=0.3),
+                           collision_shape=shape))
     G, GT, _ = grid_sheet((3.0, 3.0), (2, 2), center=(0.0, 0.0, 0.0))
     bodies.append(Body("ground", "collider", G, GT, material=Material(friction=0.3)))
     return Scene(Settings(frame_start=1, frame_end=frames + 1, solver_quality=quality), tuple(bodies))
@@ -170,7 +172,8 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False, on_frame=None) -> d
     nv = len(sc.bodies[0].vertices)
     V0c = sc.bodies[0].vertices - sc.bodies[0].vertices.mean(0)
     D = b.system.dof_map
-    secs, inter, worst, its, cpu = [], 0, 0.0, [], []
+    names = [bd.name for bd in sc.bodies if bd.role == "stiff"]
+    secs, inter, worst, its, cpu, missed = [], 0, 0.0, [], [], 0
     first = None
     for f in range(frames):
         c0 = time.process_time()
@@ -181,10 +184,12 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False, on_frame=None) -> d
         else:
             secs.append(r.stats["seconds"])
         its.append(r.stats["newton_iterations"])
+        missed += int(r.stats.get("unconverged_steps", 0))
         x = np.ascontiguousarray(D.to_x(b.stepper.x))
         inter += count_intersections(x, ct.mesh.faces, ct.mesh.edges)
-        if not fem:   # FEM vertices are surface + interior nodes: the rigid fit below reads surface ones
-            cs, Rs, zmin = _frames_of(x[:n * nv], n, nv, V0c)
+        if not fem:   # FEM vertices are surface + interior nodes: the rigid fit below reads the cubes' own ones
+            pos = b.system.body_positions(b.stepper.x)
+            cs, Rs, zmin = _frames_of(np.concatenate([pos[k] for k in names]).astype(np.float64), n, nv, V0c)
             worst = max(worst, max_penetration(cs, Rs, zmin))
         _log(f"  {label} frame {f + 1}: {r.stats['seconds']:.2f} s ({cpu[-1]:.2f} s CPU), "
              f"{r.stats['newton_iterations']} it., "
@@ -196,14 +201,15 @@ def run_clearance(sc: Scene, frames: int, fem: bool = False, on_frame=None) -> d
                "check": check, "iterations": float(np.mean(its[1:] or its)), "vertices": int(b.system.n),
                "tets": int(len(b.system.elastic.tets)), "frames": f + 1, "quality": q,
                "per_frame": [first] + secs, "its_per_frame": list(its), "cpu_per_frame": list(cpu),
+               "unconverged_steps": missed, "shape": sc.bodies[0].collision_shape,
                "cpu": float(np.mean(cpu[1:])) if f > 0 else cpu[0]}
         if on_frame is not None:
             on_frame(res)
     return res
 
 
-def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
-    """The same cubes in Blender's rigid body world (Bullet), through bpy."""
+def run_bullet(sc: Scene, frames: int, side: int = 5, shape: str = "BOX") -> dict:
+    """The same cubes in Blender's rigid body world (Bullet), through bpy, collision shape ``shape``."""
     _log("Blender rigid body (Bullet)")
     import bpy
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -241,7 +247,7 @@ def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
     obs = []
     for i, (c, R) in enumerate(placements(len(cubes), side)):
         ob = add_rb(obj(f"cube{i}", V0, T, tuple(c), R), "ACTIVE")
-        ob.rigid_body.collision_shape = "BOX"
+        ob.rigid_body.collision_shape = shape
         ob.rigid_body.mass = 500.0 * SIZE ** 3
         obs.append(ob)
     G = sc.bodies[-1]
@@ -265,7 +271,8 @@ def run_bullet(sc: Scene, frames: int, side: int = 5) -> dict:
         zmin = np.array([(V0 @ Rs[i].T)[:, 2].min() + cs[i, 2] for i in range(len(obs))])
         worst = max(worst, max_penetration(cs, Rs, zmin))
         _log(f"  Bullet frame {f}: {dt:.3f} s")
-    return {"solver": "Blender rigid body (Bullet, Box shape)", "s_per_frame": float(np.mean(secs)),
+    label = {"BOX": "Box", "CONVEX_HULL": "Convex Hull", "MESH": "Mesh", "SPHERE": "Sphere"}.get(shape, shape)
+    return {"solver": f"Blender rigid body (Bullet, {label} shape)", "s_per_frame": float(np.mean(secs)),
             "cpu": float(np.mean(cpu)), "first": None, "intersections": inter, "penetration": worst,
             "frames": frames}
 
@@ -341,15 +348,82 @@ def _profiled(on: bool, fn, *args, **kw):
         print(buf.getvalue(), file=sys.stderr, flush=True)
 
 
+SHAPE_LABEL = {"mesh": "Mesh", "box": "Box", "convex_hull": "Convex Hull", "sphere": "Sphere"}
+
+
+def shape_parts(res: list, a) -> list:
+    """The collision-shape table: Converged (Newton) on each shape and Bullet, same scene, same run."""
+    nv = 6 * a.div ** 2 + 2
+    bullet = next((r for r in res if "Bullet" in r["solver"] and "Box" in r["solver"]), None)
+    t = Table(["solver", "collision shape", "frames", "CPU s / frame", "vs Bullet Box (CPU)", "Newton it. / frame",
+               "CPU ms / Newton it.", "unconverged steps", "intersections", "max penetration (mm)"],
+              numeric=[False, False] + [True] * 8)
+    for r in res:
+        bul = "Bullet" in r["solver"]
+        t.add("Blender rigid body (Bullet)" if bul else
+              f"Clearance Converged (Newton), {r['pull']} pull, bent step {r.get('bent', 'on')}",
+              r["solver"].split(", ")[1].replace(" shape)", "") if bul else SHAPE_LABEL[r["shape"]],
+              f"1-{r['frames']}", f"{r['cpu']:.4g}", f"{r['cpu'] / bullet['cpu']:.0f}x" if bullet else "-",
+              "-" if bul else f"{r['iterations']:.1f}",
+              "-" if bul else f"{1e3 * sum(r['cpu_per_frame'][1:]) / max(sum(r['its_per_frame'][1:]), 1):.1f}",
+              "-" if bul else r["unconverged_steps"],
+              r["intersections"], f"{1e3 * r['penetration']:.2f}")
+    return [f"{a.cubes} cubes of {nv:,} vertices (10 cm, div {a.div}), layers of {a.layer} x {a.layer} falling into a "
+            f"pile, {a.frames} frames at 24 fps, one run; the Converged (Newton) solver with each collision shape. "
+            "CPU s / frame and Newton iterations / frame over frames 2 to the last (frame 1: cache load); "
+            "pull: how contact Hessians reach the bodies' 12 x 12 blocks (spread: every vertex-space entry spread "
+            "into 16 triplets and summed by the sparse matrix, the path before; grouped: summed per body pair "
+            "first); bent step: Newton's full step bent towards each body's rotation (bodies/affine.py) tried "
+            "before the line search; unconverged steps: steps that stopped at Max Newton Iterations (100); "
+            "intersections: exact edge-triangle "
+            "count of the collision surfaces summed over the frames (Bullet: of the cubes' meshes); penetration: "
+            "deepest cube-cube or cube-ground overlap of the cubes' own meshes.", t]
+
+
 def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 24, layer: int = 5,
             accurate: bool = True, blender: bool = True, partial: str = "", fem_frames: int = 0, fem_div: int = 0,
-            fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False) -> list:
+            fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False,
+            shapes: tuple = (), bullet_shapes: tuple = ("BOX", "CONVEX_HULL"), profile: bool = False,
+            pull: str = "grouped", bent: str = "on", scenes: tuple = (), scene_frames: int = 48) -> list:
+    """shapes=mesh,box,...: only the collision-shape table (Converged solver on each shape, Bullet with
+    bullet_shapes), profile=yes: cProfile of each Clearance run to stderr; pull=spread|grouped|both: how contact
+    Hessians reach the bodies' 12 x 12 blocks (model/dof_map.py: "spread", every vertex entry spread into 16
+    triplets, the path before; "grouped", summed per body pair; "both": each shape run with both, same run);
+    bent=on|off|both: Newton's full step bent towards rotations (bodies/affine.py rotation_following_step);
+    scenes=stack,dominoes,pile: only the rigid-scenes table (benchmarks/rigid_scenes.py), scene_frames each,
+    Clearance (Box shapes; dominoes and pile with 2 substeps) and Bullet (Box shapes) in the same run."""
     if fem_quality not in ("fast", "accurate", "both"):
         raise SystemExit(f"abd: fem_quality must be fast, accurate or both, not {fem_quality!r}")
     if quick:
         cubes, frames = 25, 12
     a = SimpleNamespace(cubes=cubes, div=div, frames=frames, layer=layer)
     parts = []
+    if scenes:
+        from . import rigid_scenes as rs
+        res = []
+        for kind in scenes:
+            res.append(rs.run_clearance(kind, scene_frames, 1 if kind == "stack" else 2))
+            if blender:
+                res.append(rs.run_bullet(kind, scene_frames))
+        return rs.table(res, scene_frames)
+    if shapes:
+        from solver_server.bodies import AffineBodies
+        from solver_server.model.dof_map import DofMap
+        res = []
+        for sh in shapes:
+            for mode in (("spread", "grouped") if pull == "both" else (pull,)):
+                for bt in (("off", "on") if bent == "both" else (bent,)):
+                    DofMap.GROUPED = mode == "grouped"
+                    AffineBodies.ROTATION_STEP = bt == "on"
+                    r = _profiled(profile, run_clearance, make_scene(cubes, div, frames, "accurate", layer, sh),
+                                  frames)
+                    r["pull"], r["bent"] = mode, bt
+                    res.append(r)
+        DofMap.GROUPED, AffineBodies.ROTATION_STEP = True, True
+        if blender:
+            res += [run_bullet(make_scene(cubes, div, frames, "fast", layer), frames, layer, bs)
+                    for bs in bullet_shapes]
+        return shape_parts(res, a)
     if not fem_only:
         # Bullet first (seconds), then Clearance; with partial= the table so far is rewritten after every
         # Clearance frame, so a run cut short still reports every frame it measured

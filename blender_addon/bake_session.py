@@ -155,7 +155,7 @@ class BakeSession:
         elif isinstance(ev, Done):
             if ev.state == "done":
                 self.state = DONE
-                self.warning = self.convergence.summary() or ""
+                self.warning = "; ".join(list(self.export.warnings) + [self.convergence.summary() or ""]).strip("; ")
                 self.scene.clearance.last_warning = self.warning
                 self._status(f"Baked {self.frame_start}–{self.frame_end}"
                              + (f" with a warning: {self.warning}" if self.warning else ""), 1.0)

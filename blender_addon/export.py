@@ -24,6 +24,8 @@ from typing import Optional
 import bpy
 import numpy as np
 
+from protocol.collision_shapes import box_shape, enclosure_warning
+from protocol.rigid import polar_rotation
 from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem, zero_scale_problem
@@ -57,6 +59,7 @@ class ExportResult:
     scene: Scene
     objects: dict = field(default_factory=dict)        # body name -> bpy Object
     matrices: dict = field(default_factory=dict)  # body name -> (F, 4, 4) float64 world matrix per frame
+    warnings: list = field(default_factory=list)  # sentences naming an object (a collision shape not covering it)
 
 
 def role_objects(scene: bpy.types.Scene) -> list:
@@ -285,6 +288,29 @@ def vertex_scales(o, mesh: MeshArrays) -> Optional[np.ndarray]:
     return None if np.all(out == 1.0) else out
 
 
+def collision_shape(o, mesh: MeshArrays, matrix: np.ndarray, depsgraph) -> tuple:
+    """(collision_shape, shape_vertices, shape_triangles) of a stiff object (protocol 1.6): the Box in the
+    object's own axes (as Bullet's Box), the Proxy Object's evaluated mesh in world space; Convex Hull and
+    Sphere are built by the server from the vertices (None arrays). Call at the start frame."""
+    kind = o.clearance.collision_shape.lower()
+    if kind == "box":
+        return (kind,) + box_shape(mesh.vertices, polar_rotation(matrix[:3, :3]))
+    if kind == "proxy":
+        p = o.clearance.collision_proxy
+        if p is None:
+            raise SceneError(f"{o.name}: Collision Shape is Proxy Object but no Proxy Object is set; pick a closed "
+                             f"mesh (e.g. a decimated copy) in the object's Clearance panel", o.name, "shape_vertices")
+        if p.name == o.name:
+            raise SceneError(f"{o.name}: an object cannot be its own Proxy Object; use Collision Shape Mesh",
+                             o.name, "shape_vertices")
+        pm = read_mesh(p, depsgraph)
+        msg = volume_problem(f"{o.name} (Proxy Object {p.name})", "stiff", pm.vertices, pm.triangles)
+        if msg:
+            raise SceneError(msg, o.name, "shape_triangles")
+        return kind, pm.vertices, pm.triangles
+    return kind, None, None
+
+
 def _keyed(samples: Optional[np.ndarray]) -> Optional[np.ndarray]:
     """Per-frame samples of a keyframable value, or None when it never changes (the material's value holds)."""
     if samples is None or np.all(samples == samples[0]):
@@ -362,6 +388,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
             scene.frame_set(start)
             depsgraph = context.evaluated_depsgraph_get()
             rest = {o.name: read_mesh(o, depsgraph, with_pins=True) for o in objs}
+            shapes = {o.name: collision_shape(o, rest[o.name], world_matrix(o.evaluated_get(depsgraph)), depsgraph)
+                      for o in objs if roles[o.name] == "stiff" and o.clearance.collision_shape != "MESH"}
             pins = {}
             for o in objs:
                 result.objects[o.name] = o
@@ -415,7 +443,8 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            field_weights=tuple(float(w) for w in o.clearance.field_weights),
                            pressure_samples=_keyed(pressures.get(o.name)),
                            vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None,
-                           world_matrices=None if r in ("collider", "granular") else result.matrices[o.name]))
+                           world_matrices=None if r in ("collider", "granular") else result.matrices[o.name],
+                           **_shape_fields(shapes.get(o.name))))
     role_list = list(roles.values())
     bounds = None
     if "granular" in role_list:
@@ -430,5 +459,18 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
             msg = volume_problem(b.name, b.role, b.vertices, b.triangles)
             if msg:
                 raise SceneError(msg, b.name, "triangles")
+    for b in bodies:
+        if b.shape_vertices is not None:
+            w = enclosure_warning(b.name, b.collision_shape.replace("_", " "), b.vertices, b.shape_vertices,
+                                  b.shape_triangles)
+            if w:
+                result.warnings.append(w)
     result.scene = spec
     return result
+
+
+def _shape_fields(shape: Optional[tuple]) -> dict:
+    """Body keyword arguments of a collision shape from :func:`collision_shape` (none for Mesh)."""
+    if shape is None:
+        return {}
+    return dict(collision_shape=shape[0], shape_vertices=shape[1], shape_triangles=shape[2])

@@ -2,7 +2,7 @@
 
 A TD exports the scene (Export Scene (.clrscene)), a node without Blender bakes it with
 ``clearance-server bake shot.clrscene --out DIR``, and DIR comes back. Because the exported scene carries each
-object's world matrix per frame (protocol 1.6, ``Body.world_matrices``), DIR is laid out like the add-on's own
+object's world matrix per frame (protocol 1.7, ``Body.world_matrices``), DIR is laid out like the add-on's own
 cache folder: ``<object>.pc2`` files in the object's space of each frame beside the server's cache in
 ``DIR/server/`` (protocol/cache_layout.py). This operator checks that DIR was baked from this very scene (the
 scene hash in ``DIR/server/scene.json`` against the hash of what a Bake would send now) and then sets up what a

@@ -62,6 +62,15 @@ STIFF_OUTPUT_ITEMS = [
      "from the polar decomposition of the body's affine map): plays and exports as plain object animation"),
 ]
 
+COLLISION_SHAPE_ITEMS = [
+    ("MESH", "Mesh", "Contact on the object's own surface (exact; cost grows with its vertex count)"),
+    ("CONVEX_HULL", "Convex Hull", "Contact on the convex hull of the object's vertices (computed by the solver)"),
+    ("BOX", "Box", "Contact on the object's bounding box in its own axes (8 vertices: cheapest)"),
+    ("SPHERE", "Sphere", "Contact on a 162-vertex icosphere enclosing the object's bounding sphere"),
+    ("PROXY", "Proxy Object", "Contact on another closed mesh (e.g. a decimated copy) that covers this object"),
+]
+"""Collision shapes of a stiff object, as Bullet's (protocol Body.collision_shape, lower case)."""
+
 OUTPUT_ITEMS = [
     ("PC2", "Point Cache + Mesh Cache", "One .pc2 file per object read by a Mesh Cache modifier (fast, long shots)"),
     ("SHAPE_KEYS", "Shape Keys", "One shape key per frame stored in the .blend (portable, small meshes)"),
@@ -193,6 +202,13 @@ class ClearanceObjectSettings(bpy.types.PropertyGroup):
                                           description="World-space velocity at the start frame, m/s")
     stiff_output: EnumProperty(name="Output", items=STIFF_OUTPUT_ITEMS, default="PC2",
                                description="How the bake comes back for this stiff object")
+    collision_shape: EnumProperty(name="Collision Shape", items=COLLISION_SHAPE_ITEMS, default="MESH",
+                                  description="Stiff: the surface contact, friction and the no-intersection "
+                                              "guarantee are computed on; the object follows it rigidly")
+    collision_proxy: PointerProperty(name="Proxy Object", type=bpy.types.Object,
+                                     poll=lambda self, ob: ob.type == "MESH",
+                                     description="Closed mesh used as this stiff object's collision shape (read "
+                                                 "in world space at the start frame; it should cover the object)")
     pin_group: StringProperty(name="Pin Group",
                               description="Vertex group whose vertices (weight > 0.5) are held in place")
     pin_follows: BoolProperty(name="Pins Follow Animation", default=False,

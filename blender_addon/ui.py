@@ -66,6 +66,13 @@ class CLEARANCE_PT_material(ClearancePanelBase, bpy.types.Panel):
             layout.prop(c, "initial_velocity")
         if c.role == "STIFF":
             layout.prop(c, "stiff_output")
+            layout.prop(c, "collision_shape")
+            if c.collision_shape == "PROXY":
+                layout.prop(c, "collision_proxy")
+            if c.collision_shape != "MESH":
+                col = layout.column(align=True)
+                col.label(text="No intersection between collision shapes", icon="CHECKMARK")
+                col.label(text="The mesh follows its shape rigidly", icon="BLANK1")
 
 
 class CLEARANCE_PT_pins(ClearancePanelBase, bpy.types.Panel):

@@ -267,8 +267,16 @@ class Body:
     ``vertex_scales`` (n, 4) float64 or None: a cloth's per-vertex maps (:data:`VERTEX_SCALES`: stretch and
         bending stiffness multipliers, mass multiplier, rest-size multiplier); a triangle takes the mean of
         its three vertices (mass: the vertex's own). None: all 1.
+    ``collision_shape`` (stiff bodies, :data:`COLLISION_SHAPES`): what contact is computed on. "mesh" (default):
+        the body's own triangles; "convex_hull", "box", "sphere": a shape the server builds from ``vertices``
+        unless ``shape_vertices`` / ``shape_triangles`` give it (the add-on sends its Box in the object's local
+        axes); "proxy": ``shape_vertices`` / ``shape_triangles`` are required (any closed mesh, e.g. a decimated
+        copy). The shape moves with the body (x = A X + p) and the returned positions are the body's own
+        vertices under the same map. Since protocol 1.6.
+    ``shape_vertices`` (k, 3) float64 / ``shape_triangles`` (t, 3) int32 or None: the collision shape's closed,
+        outward-oriented surface in world space at the start frame (metres).
     ``world_matrices`` (F, 4, 4) float64 or None: the object's world matrix at every frame of the range (since
-        protocol 1.6). The solver never reads it; it tells whoever writes the results (``clearance-server bake``)
+        protocol 1.7). The solver never reads it; it tells whoever writes the results (``clearance-server bake``)
         the object's space of each frame, so the .pc2 files play under the object's own transform, as the
         add-on's Bake writes them. None: results stay in world space.
     The solver returns positions in this same vertex order and count.
@@ -287,7 +295,10 @@ class Body:
     field_weights: tuple = (1.0, 1.0, 1.0, 1.0)   # wind, force, vortex, turbulence (FIELD_WEIGHT_KINDS); since 1.5
     pressure_samples: Optional[np.ndarray] = None   # (F,) float64 Pa per frame (keyed Pressure); since 1.5
     vertex_scales: Optional[np.ndarray] = None      # (n, 4) float64 cloth maps (VERTEX_SCALES); since 1.5
-    world_matrices: Optional[np.ndarray] = None     # (F, 4, 4) float64 world matrix per frame (output space); since 1.6
+    collision_shape: str = "mesh"                   # stiff: one of COLLISION_SHAPES; since 1.6 (absent: "mesh")
+    shape_vertices: Optional[np.ndarray] = None     # (k, 3) float64 m, world: the shape's surface; since 1.6
+    shape_triangles: Optional[np.ndarray] = None    # (t, 3) int32, closed, outward; since 1.6
+    world_matrices: Optional[np.ndarray] = None     # (F, 4, 4) float64 world matrix per frame (output space); since 1.7
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -391,8 +402,40 @@ class Body:
                 raise SceneError(f"{o}: the world matrix of frame index {k} has zero scale, so results cannot be "
                                  "written in the object's space; give the object a non-zero Scale on every frame", o,
                                  "world_matrices")
+        self._validate_shape()
         self.material.validate(o)
 
+    def _validate_shape(self) -> None:
+        """collision_shape is known and used by a stiff body only; shape arrays come in pairs, well formed."""
+        o = self.name
+        if self.collision_shape not in COLLISION_SHAPES:
+            raise SceneError(f"{o}: unknown collision shape {self.collision_shape!r}; use one of {COLLISION_SHAPES}",
+                             o, "collision_shape")
+        sv, st = self.shape_vertices, self.shape_triangles
+        if self.collision_shape != "mesh" and self.role != "stiff":
+            raise SceneError(f"{o}: a collision shape ({self.collision_shape}) is for the Stiff role only; "
+                             f"set it to Mesh or make the object Stiff", o, "collision_shape")
+        if (sv is None) != (st is None):
+            raise SceneError(f"{o}: shape_vertices and shape_triangles go together", o, "shape_vertices")
+        if self.collision_shape == "proxy" and sv is None:
+            raise SceneError(f"{o}: collision shape Proxy Object needs the proxy's mesh; pick a Proxy Object", o,
+                             "shape_vertices")
+        if sv is None:
+            return
+        if self.collision_shape == "mesh":
+            raise SceneError(f"{o}: shape_vertices were sent with collision shape Mesh", o, "shape_vertices")
+        if not (isinstance(sv, np.ndarray) and sv.ndim == 2 and sv.shape[1] == 3 and sv.dtype == np.float64
+                and sv.shape[0] >= 4 and np.isfinite(sv).all()):
+            raise SceneError(f"{o}: shape_vertices must be a finite (k >= 4, 3) float64 array", o, "shape_vertices")
+        if not (isinstance(st, np.ndarray) and st.ndim == 2 and st.shape[1] == 3 and st.dtype == np.int32
+                and st.shape[0] >= 4 and st.min() >= 0 and st.max() < sv.shape[0]):
+            raise SceneError(f"{o}: shape_triangles must be a (t >= 4, 3) int32 array indexing shape_vertices", o,
+                             "shape_triangles")
+
+
+COLLISION_SHAPES = ("mesh", "convex_hull", "box", "sphere", "proxy")
+"""``Body.collision_shape`` values (stiff bodies), Bullet's shapes: the body's own triangles, their convex hull,
+a box, a sphere (a tessellated sphere that encloses the bounding sphere), another closed mesh."""
 
 VERTEX_SCALES = ("stretch", "bending", "mass", "shrink")
 """Columns of ``Body.vertex_scales`` (cloth, from vertex groups): multipliers of the membrane's Young's

@@ -14,7 +14,8 @@ meant (``solver_quality`` absent -> "accurate", the only solver before 1.1; ``mp
 absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> "implicit_euler", the
 only IPC integrator before 1.4; ``material.air_drag`` and ``material.pressure`` absent -> 0, the scene's
 ``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5; a body's
-``world_matrices`` absent -> nil, results in world space, before 1.6), and encoding for
+``collision_shape`` absent -> "mesh", before 1.6; a body's ``world_matrices`` absent -> nil, results in world
+space, before 1.7), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -61,7 +62,14 @@ FORCE_FIELDS_SINCE = (1, 5)
 older peer both are left out when the scene has no force field (weights then change nothing), and a
 scene with force fields is refused naming ``force_fields``."""
 
-OUTPUT_ONLY_SINCE = {"world_matrices": (1, 6)}
+SHAPES_SINCE = (1, 6)
+"""Protocol version that added ``Body.collision_shape``, ``shape_vertices`` and ``shape_triangles``. For an
+older peer they are left out when the shape is "mesh" (what that peer always did), and a body with another
+shape is refused naming ``collision_shape``."""
+
+SHAPE_FIELDS = ("collision_shape", "shape_vertices", "shape_triangles")
+
+OUTPUT_ONLY_SINCE = {"world_matrices": (1, 7)}
 """Body fields no solver reads (only whoever writes the results: ``clearance-server bake`` writes .pc2 files in
 the object's space with ``world_matrices``), by the version that added them. For an older peer they are left
 out whatever their value: they cannot change its solve."""
@@ -78,6 +86,8 @@ BODY_ARRAYS = {
     "animation": ("<f4", True),
     "pressure_samples": ("<f8", True),
     "vertex_scales": ("<f8", True),
+    "shape_vertices": ("<f8", True),
+    "shape_triangles": ("<i4", True),
     "world_matrices": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
@@ -151,6 +161,13 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
                     f"{version_str(FORCE_FIELDS_SINCE)}); remove them or update the server",
                     f"scene.bodies.{b.name}.{f.name}")
             if old and f.name in ("field_weights", "pressure_samples", "vertex_scales"):
+                continue
+            if f.name in SHAPE_FIELDS and peer[0] == SHAPES_SINCE[0] and peer < SHAPES_SINCE:
+                if f.name == "collision_shape" and v != "mesh":
+                    raise ProtocolError(
+                        f"{b.name}: the server speaks protocol {version_str(peer)}, which predates collision shapes "
+                        f"(added in {version_str(SHAPES_SINCE)}) and always collides on the mesh; set Collision "
+                        f"Shape to Mesh or update the server", f"scene.bodies.{b.name}.collision_shape")
                 continue
             if f.name in OUTPUT_ONLY_SINCE and peer[0] == OUTPUT_ONLY_SINCE[f.name][0] \
                     and peer < OUTPUT_ONLY_SINCE[f.name]:
@@ -262,7 +279,7 @@ def scene_from_wire(d: Any, path: str = "scene") -> Scene:
         return dataclasses.replace(m, **absent) if absent else m
 
     body_special = {name: _array(name) for name in BODY_ARRAYS}
-    body_special.update(name=_str, role=_str, material=material, initial_velocity=_velocity,
+    body_special.update(name=_str, role=_str, collision_shape=_str, material=material, initial_velocity=_velocity,
                         field_weights=lambda v, p: _scalar(v, (1.0, 1.0, 1.0, 1.0), p))
     field_special = {name: _array(name, {k: (dt, False) for k, dt in FIELD_ARRAYS.items()}) for name in FIELD_ARRAYS}
     field_special.update(name=_str, kind=_str, shape=_str)

@@ -5,7 +5,7 @@ the handshake; a MINOR bump only adds message types or optional fields.
 """
 from __future__ import annotations
 
-PROTOCOL_VERSION: tuple = (1, 6)
+PROTOCOL_VERSION: tuple = (1, 7)
 """(major, minor). 1.1 added Settings.solver_quality (absent: "accurate", the only solver of 1.0).
 1.2 added Settings.mpm_domain (absent: "box", walls) and Material.grain_size (absent: 0, sand
 friction without the mu(I) rheology). 1.3 added Material.element (absent: "linear" tets; "quadratic"
@@ -13,6 +13,8 @@ asks for 10-node tets). 1.4 added Settings.integrator (absent: "implicit_euler";
 the second-order BDF integrator that keeps bounces). 1.5 added Material.air_drag, Material.pressure and
 Material.sewing (absent: 0), the scene's force_fields (absent: none), Body.field_weights (absent: all 1) , Body.pressure_samples
 (absent: nil, the material's pressure throughout) and Body.vertex_scales (absent: nil, all 1). 1.6 added
+Body.collision_shape (absent: "mesh", contact on the body's own triangles) with Body.shape_vertices and
+Body.shape_triangles (absent: nil, the server builds the shape). 1.7 added
 Body.world_matrices (absent: nil, results written in world space; the solver never reads it)."""
 
 PROTOCOL_VERSION_STR: str = f"{PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}"

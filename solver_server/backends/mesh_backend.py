@@ -6,6 +6,7 @@ artist-ordered positions of every simulated body. The state is (x, v) of all ver
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import Optional
 
@@ -37,6 +38,11 @@ class MeshBackend(Backend):
             _refuse_air_in_fast(scene)
         # stiff bodies are affine bodies in both solvers (Fast: one 12-DOF block each, blockdescent/affine_block.py)
         self.system = build_system(scene, self.progress, tet_spacing, affine=True)
+        # a collision shape that leaves vertices of its object outside (model/collision_shapes.py): said on stderr
+        # (headless bakes) and in the first frame's stats (key "shape_warning"); the bake goes on
+        self.shape_warning = "\n".join(self.system.stats.get("shape_warnings", []))
+        if self.shape_warning:
+            print(f"warning: {self.shape_warning}", file=sys.stderr, flush=True)
         _choose_threads(self.system, fast=getattr(st, "solver_quality", "accurate") == "fast")
         self.progress("compiling", 0.0)
         ct = None
@@ -96,7 +102,7 @@ class MeshBackend(Backend):
         return float(min(KAPPA_FACTOR * kmin, kmax))
 
     def initial_positions(self) -> dict:
-        return self.system.body_positions(self.system.x0)
+        return self.system.body_positions(self.system.z0)
 
     def advance(self) -> FrameResult:
         """One frame: Settings.substeps converged Newton steps (Accurate, the default), or the preview's
@@ -129,6 +135,8 @@ class MeshBackend(Backend):
         after = self.system.body_positions(self.stepper.x)
         stats = {"newton_iterations": its, "contacts": contacts, "seconds": time.perf_counter() - t0,
                  "min_distance": dmin if np.isfinite(dmin) else None, "steps": n_steps}
+        if self.shape_warning and self.frame == self.scene.settings.frame_start + 1:
+            stats["shape_warning"] = self.shape_warning
         if preview:
             # block descent never evaluates the stop test (integrators/stop_test.py): no step is called converged;
             # lagged_steps: steps after which a keyframed object or pin had not reached its keyframe

@@ -24,6 +24,7 @@ import numpy as np
 
 from protocol.scene import Body, Scene, SceneError
 from .checks import check_solid, check_triangles, triangle_areas
+from .collision_shapes import build_shape
 from .tetmesh import tetrahedralize
 from solver_server.energies import bending, elastic_tet, elastic_tet10, membrane, shell_bending
 from .dof_map import DofMap
@@ -44,6 +45,7 @@ class BodyBlock:
     offset: int         # first global vertex
     n_nodes: int        # vertices in the block
     n_out: int          # vertices returned to the client (the artist's count)
+    shape_body: int = -1  # affine body whose collision shape fills the block (its output is A X + p), or -1
 
 
 @dataclass
@@ -97,9 +99,17 @@ class System:
         return (1.0 - t) * self.bc_samples[i0] + t * self.bc_samples[i1]
 
     def body_positions(self, x: np.ndarray) -> dict:
-        """name -> (n, 3) float32 output positions of every simulated body, artist vertex order."""
-        return {b.name: x[b.offset:b.offset + b.n_out].astype(np.float32)
-                for b in self.blocks if b.role != "collider"}
+        """name -> (n, 3) float32 output positions of every simulated body, artist vertex order. ``x``: the
+        DOF array z (a stiff body with a collision shape is computed from its rows: x = A X + p)."""
+        out = {}
+        for b in self.blocks:
+            if b.role == "collider":
+                continue
+            if b.shape_body >= 0:
+                out[b.name] = self.affine.render_positions(x, b.shape_body).astype(np.float32)
+            else:
+                out[b.name] = x[b.offset:b.offset + b.n_out].astype(np.float32)
+        return out
 
 
 def _solid(body: Body, mat_E: float, progress: Callable, tet_spacing: Optional[float]):
@@ -130,11 +140,14 @@ class _Parts:
     abd_specs: list = field(default_factory=list)
     abd_anim: list = field(default_factory=list)
     abd_vel: list = field(default_factory=list)
+    shape_warnings: list = field(default_factory=list)
 
 
 def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
     """A stiff body as an affine body: (nodes, lumped mass kg, contact offsets m); its 12 DOFs are
-    appended after the vertex rows by _add_affine_bodies."""
+    appended after the vertex rows by _add_affine_bodies. The nodes are its collision shape's vertices
+    (model/collision_shapes.py; the body's own vertices for shape "mesh"); mass and inertia come from the
+    body's own closed mesh whatever the shape."""
     from solver_server.bodies import BodySpec, mass_properties
     mat = body.material
     check_solid(body.name, V, tris)
@@ -142,11 +155,17 @@ def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
         raise SceneError(f"{body.name}: a stiff body cannot be pinned by a vertex group; keyframe the "
                          "object instead (it then follows its animation as a whole)", body.name, "pin_indices")
     mp = mass_properties(V, tris, mat.density)
-    P.faces.append(tris + off)
-    P.abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1))
+    shape = build_shape(body)
+    if shape.warning:
+        P.shape_warnings.append(shape.warning)
+    own = getattr(body, "collision_shape", "mesh") == "mesh"
+    P.faces.append(shape.triangles + off)
+    P.abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1,
+                                None if own else shape.vertices))
     P.abd_anim.append(body.animation)
     P.abd_vel.append(vel)
-    return V, np.full(len(V), mp.mass / len(V)), np.zeros(len(V))  # mass descriptive only (inertia is in z)
+    k = len(shape.vertices)
+    return shape.vertices, np.full(k, mp.mass / k), np.zeros(k)  # mass descriptive only (inertia is in z)
 
 
 def _solid_part(body: Body, tris, off: int, P: _Parts, progress, spacing) -> tuple:
@@ -325,7 +344,9 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         fr.append(body.material.friction)
         sc.append(body.role in ("cloth", "rod"))
         stc.append(body.role == "collider" and body.animation is None)
-        blocks.append(BodyBlock(body.name, body.role, bi, off, N, body.vertices.shape[0]))
+        shaped = body.role == "stiff" and affine and getattr(body, "collision_shape", "mesh") != "mesh"
+        blocks.append(BodyBlock(body.name, body.role, bi, off, N, body.vertices.shape[0],
+                                len(P.abd_specs) - 1 if shaped else -1))
         off += N
     progress("building", 1.0)
     el = _elastic_terms(off, P)
@@ -343,7 +364,8 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
                   vertex_body=np.concatenate(vbody), body_friction=np.array(fr, np.float64),
                   body_self_contact=np.array(sc, bool), body_static=np.array(stc, bool), bc_index=bc_index,
                   bc_samples=bc_samples, frame_start=st.frame_start,
-                  stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off)})
+                  stats={"tets": int(len(el.tets) + len(el.tets10)), "vertices": int(off),
+                         "shape_warnings": list(P.shape_warnings)})
     if P.abd_specs:
         _add_affine_bodies(sysm, P.abd_specs, P.abd_anim, P.abd_vel, F)
     sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)

@@ -4,12 +4,12 @@ Runs the same job loop as the server (:func:`runner.run_job`) in this process, t
 simulated body covering every frame from frame_start. Two layouts, chosen by the scene:
 
 - **The add-on's** (the scene carries its objects' world matrices, ``Body.world_matrices``: every scene the
-  Blender add-on exports since protocol 1.6): the output folder is laid out like the add-on's own cache folder,
+  Blender add-on exports since protocol 1.7): the output folder is laid out like the add-on's own cache folder,
   the frames/state cache and stats.json in ``<out>/server/``, and each .pc2 named as the add-on names it
   (``protocol.cache_layout.pc2_file_name``) and written in the object's space of each frame
   (``cache_layout.to_local``, the add-on's own conversion), so the folder plays in Blender as the add-on's Bake
   does (Physics > Clearance Bake > Load Farm Bake). Granular bodies write their particles in world space.
-- **World space** (a scene without world matrices: other tools, files exported before 1.6): the cache and
+- **World space** (a scene without world matrices: other tools, files exported before 1.7): the cache and
   stats.json in ``<out>``, ``<body name>.pc2`` per body (names sanitised for the file system), world space.
 
 The log says which one it wrote.

@@ -59,14 +59,18 @@ class Run:
         for _ in range(n):
             self.stats.append(self.b.advance().stats)
             self.frames += 1
-            if self.mesh is not None:
-                hits = count_intersections(np.ascontiguousarray(self.x), self.mesh.faces, self.mesh.edges)
-                assert hits == 0, f"frame {self.frames}: {hits} edge-triangle intersections"
-            if self.ab is not None:
-                r = float(self.ab.rigidity_errors(self.z).max())
-                self.max_rigidity = max(self.max_rigidity, r)
-                assert r < RIGIDITY_TOL, f"frame {self.frames}: |A A^T - I| = {r:.3g}"
-            self.rows.append(self.z.copy())
+            self.check()
+
+    def check(self) -> None:
+        """The per-frame checks of the state reached (no intersection, rigid bodies); records the rows."""
+        if self.mesh is not None:
+            hits = count_intersections(np.ascontiguousarray(self.x), self.mesh.faces, self.mesh.edges)
+            assert hits == 0, f"frame {self.frames}: {hits} edge-triangle intersections"
+        if self.ab is not None:
+            r = float(self.ab.rigidity_errors(self.z).max())
+            self.max_rigidity = max(self.max_rigidity, r)
+            assert r < RIGIDITY_TOL, f"frame {self.frames}: |A A^T - I| = {r:.3g}"
+        self.rows.append(self.z.copy())
 
     def p(self, b: int) -> np.ndarray:
         """(frames + 1, 3) centre of mass of affine body b per frame."""

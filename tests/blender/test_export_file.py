@@ -3,7 +3,7 @@ Scene (.clrscene) operator, and ``scripts/bake_blend.py --export``), a real ``cl
 process bakes the file, and its frames are Blender's motion; the exported scene is the one the Bake sends
 (the server's scene hash of an add-on Bake is the file's).
 
-Protocol 1.6: the exported scene carries each object's world matrix per frame, so the node writes its .pc2
+Protocol 1.7: the exported scene carries each object's world matrix per frame, so the node writes its .pc2
 files in object space in the add-on's cache layout, and Load Farm Bake plays that folder in Blender exactly as
 the add-on's own Bake plays its cache (a translated, rotated, scaled, parented cloth under an animated parent)."""
 import json
@@ -65,7 +65,7 @@ def local_positions(ob, frame: int) -> np.ndarray:
 
 def _assert_frames_are_blenders(out, expected):
     """The node's box.pc2 holds Blender's motion of the box, in the box's space of each frame (object space:
-    the scene carries the world matrices, protocol 1.6), as the add-on's own Bake writes it."""
+    the scene carries the world matrices, protocol 1.7), as the add-on's own Bake writes it."""
     from protocol.pc2 import read_pc2
     frames, start, _ = read_pc2(str(out / "box.pc2"))
     assert start == 1.0 and frames.shape[0] == len(expected)

@@ -1,6 +1,6 @@
-"""Protocol 1.6: Body.world_matrices, each simulated object's world matrix per frame, so whoever writes the
+"""Protocol 1.7: Body.world_matrices, each simulated object's world matrix per frame, so whoever writes the
 results (``clearance-server bake``) can write them in the object's space as the add-on's Bake does. Absent means
-world space (what 1.5 did); a 1.6 client leaves it out for an older peer (no solver reads it); a 1.5 scene file
+world space (what 1.6 did); a 1.7 client leaves it out for an older peer (no solver reads it); a 1.6 scene file
 still loads. protocol/cache_layout.py names the files and converts the space for the add-on and the farm alike."""
 import dataclasses
 
@@ -31,7 +31,7 @@ def _scene(matrices=None):
 
 
 def test_world_matrices_travel_and_are_absent_for_old_files(tmp_path):
-    assert PROTOCOL_VERSION >= (1, 6)
+    assert PROTOCOL_VERSION >= (1, 7)
     s = _scene(_matrices())
     s.validate()
     back = scene_from_wire(scene_to_wire(s))
@@ -39,13 +39,13 @@ def test_world_matrices_travel_and_are_absent_for_old_files(tmp_path):
     p = tmp_path / "s.clrscene"
     save_scene(str(p), s)
     np.testing.assert_array_equal(load_scene(str(p)).bodies[0].world_matrices, _matrices())
-    # a 1.5 peer never hears of them (they cannot change its solve) ...
-    old = scene_to_wire(s, (1, 5))
+    # a 1.6 peer never hears of them (they cannot change its solve) ...
+    old = scene_to_wire(s, (1, 6))
     assert "world_matrices" not in old["bodies"][0]
     assert scene_from_wire(old).bodies[0].world_matrices is None
-    # ... and a 1.5 file (written without the field, version [1, 5]) loads: world space
+    # ... and a 1.6 file (written without the field, version [1, 6]) loads: world space
     d = msgpack.unpackb(scene_bytes(_scene()), raw=False)
-    d["version"] = [1, 5]
+    d["version"] = [1, 6]
     (tmp_path / "old.clrscene").write_bytes(msgpack.packb(d, use_bin_type=True))
     assert load_scene(str(tmp_path / "old.clrscene")).bodies[0].world_matrices is None
 

@@ -1,4 +1,4 @@
-"""``clearance-server bake`` of a scene carrying world matrices (protocol 1.6, what the add-on exports): .pc2
+"""``clearance-server bake`` of a scene carrying world matrices (protocol 1.7, what the add-on exports): .pc2
 files in the object's space of each frame, named as the add-on names them, the server's cache in ``server/``,
 the log naming the space; ``--frames`` and ``--resume`` keep to it; an output that is a link is refused.
 No Blender here: the pass-through backend returns the scene's own motion, so every number is known."""

@@ -192,6 +192,13 @@ class IncrementalPotential:
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
 
+    def search_direction(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """A bent full step for the Newton step p: affine bodies' steps bent towards rotations
+        (bodies/affine.py, rotation_following_step); p itself (no bent step) without bodies."""
+        if self.ab is None:
+            return p
+        return self.ab.search_step(x, p)
+
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
         a = 1.0
         if self.contact is not None:

@@ -11,6 +11,9 @@ The objective is any object with
   max_step(x, p)         -> alpha bound in (0, 1] from CCD / inversion filters
   line_search_energy(x0, x1) -> a callable E(x) valid on the segment [x0, x1] (shared candidate set)
   valid(x)               -> False if x must be rejected (inverted tet ...)
+  search_direction(x, p) (optional) -> a bent full step for the Newton step p, taken whole when its straight
+                            path is collision free and it does not raise the energy; else the ordinary
+                            backtracking line search on p runs (the stop test always reads p itself)
   mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
   dof_group  (optional)  -> (f,) int64 body of each free DOF (one group for all when absent)
 
@@ -35,6 +38,22 @@ class NewtonResult:
     residual: float      # last step residual |p|_inf / h (m/s), integrators/stop_test.py
     line_search_failures: int
     force_residual: float = 0.0   # last per-body net-force residual (m/s)
+
+
+def _bent_step_accepted(obj, x: np.ndarray, p: np.ndarray) -> bool:
+    """True when the objective offers a bent full step (``search_direction``, different from p) that is
+    collision free over its whole straight path, valid, and does not raise the energy: the iteration then
+    takes it; otherwise the ordinary backtracking line search on p runs."""
+    if not hasattr(obj, "search_direction"):
+        return False
+    q = obj.search_direction(x, p)
+    if q is p or obj.max_step(x, q) < 1.0:
+        return False
+    xn = x + q
+    if not obj.valid(xn):
+        return False
+    E = obj.line_search_energy(x, xn)
+    return E(xn) <= E(x)
 
 
 def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
@@ -68,6 +87,10 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
                 if obj.valid(xn) and E(xn) <= E(x):
                     x = xn
             return NewtonResult(x, it, True, res, fails, res_g)
+        if _bent_step_accepted(obj, x, p):   # e.g. affine bodies' full steps bent towards rotations
+            x = x + obj.search_direction(x, p)
+            obj.accepted(x)
+            continue
         alpha = min(1.0, obj.max_step(x, p))
         E = obj.line_search_energy(x, x + alpha * p)
         E0 = E(x)
