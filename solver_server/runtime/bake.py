@@ -56,8 +56,8 @@ def pc2_names(names: list) -> dict:
 
 
 def restrict_frames(scene: Scene, a: int, b: int) -> Scene:
-    """The scene baked over frames a..b only (animated samples sliced; bodies start from their
-    exported rest state at frame a)."""
+    """The scene baked over frames a..b only (every per-frame sample sliced: animation, pin targets, keyed
+    pressure, world matrices, force fields; bodies start from their exported rest state at frame a)."""
     s = scene.settings
     if not (s.frame_start <= a < b <= s.frame_end):
         raise SceneError(f"--frames {a} {b} must lie within the scene's range {s.frame_start}..{s.frame_end} "
@@ -69,7 +69,11 @@ def restrict_frames(scene: Scene, a: int, b: int) -> Scene:
         pin_targets=None if body.pin_targets is None else body.pin_targets[k0:k1],
         pressure_samples=None if body.pressure_samples is None else body.pressure_samples[k0:k1],
         world_matrices=None if body.world_matrices is None else body.world_matrices[k0:k1]) for body in scene.bodies)
-    return dataclasses.replace(scene, settings=dataclasses.replace(s, frame_start=a, frame_end=b), bodies=bodies)
+    fields = tuple(dataclasses.replace(
+        f, strength=f.strength[k0:k1], matrix=f.matrix[k0:k1], flow=f.flow[k0:k1] if f.flow.size else f.flow)
+        for f in scene.force_fields)
+    return dataclasses.replace(scene, settings=dataclasses.replace(s, frame_start=a, frame_end=b), bodies=bodies,
+                               force_fields=fields)
 
 
 def object_space(scene: Scene) -> bool:

@@ -95,3 +95,24 @@ def test_object_space_bake_refuses_a_linked_output_and_writes_nothing(tmp_path):
     r = _run("bake", str(tmp_path / "s.clrscene"), "--out", str(out))
     assert r.returncode == 1 and str(link) in r.stderr and "symbolic link" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and mine.read_text() == "my notes" and not (out / "server").exists()
+
+
+def test_frames_slices_every_per_frame_sample():
+    """``--frames A B`` slices each per-frame array to A..B (world matrices, keyed pressure and force fields
+    included: before, a scene with keyed pressure or a force field was refused by validation)."""
+    from protocol.scene import ForceField
+    from solver_server.runtime.bake import restrict_frames
+    scene = _scene(6)
+    F = scene.settings.n_frames
+    cloth = dataclasses.replace(scene.bodies[1], pressure_samples=np.arange(F, dtype=np.float64))
+    wind = ForceField("Wind", "wind", np.arange(F, dtype=np.float64), np.repeat(np.eye(4)[None], F, 0))
+    push = ForceField("Push", "force", np.ones(F), np.repeat(np.eye(4)[None], F, 0), flow=np.arange(F, dtype=float))
+    scene = dataclasses.replace(scene, bodies=(scene.bodies[0], cloth, scene.bodies[2]), force_fields=(wind, push))
+    scene.validate()
+    fs = scene.settings.frame_start
+    part = restrict_frames(scene, fs + 1, fs + 3)
+    part.validate()
+    np.testing.assert_array_equal(part.bodies[1].pressure_samples, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(part.bodies[0].world_matrices, scene.bodies[0].world_matrices[1:4])
+    np.testing.assert_array_equal(part.force_fields[0].strength, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(part.force_fields[1].flow, [1.0, 2.0, 3.0])
