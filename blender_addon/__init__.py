@@ -25,9 +25,10 @@ def _add_protocol_path() -> None:
 
 _add_protocol_path()
 
-from . import preferences, properties, operators, ui, server_process, solver_launch, material_presets, scene_file  # noqa: E402,E501
+from . import preferences, properties, operators, ui, server_process, solver_launch, material_presets, scene_file, farm_load  # noqa: E402,E501
 
-_modules = (preferences, properties, server_process, solver_launch, operators, scene_file, ui, material_presets)
+_modules = (preferences, properties, server_process, solver_launch, operators, scene_file, farm_load, ui,
+            material_presets)
 
 
 def register() -> None:

@@ -19,6 +19,7 @@ from typing import Optional, TextIO
 
 import bpy
 
+from protocol.cache_layout import SERVER_DIR
 from protocol.convergence import ConvergenceReport
 from protocol.errors import RemoteError, ServerUnreachable
 from protocol.messages import Done, Error, Frame, Progress
@@ -98,7 +99,7 @@ class BakeSession:
         os.makedirs(self.folder, exist_ok=True)
         self._status("Submitting…", 0.0)
         try:
-            self.job_id = self.client.submit(self.export.scene, os.path.join(self.folder, "server"), self.resume)
+            self.job_id = self.client.submit(self.export.scene, os.path.join(self.folder, SERVER_DIR), self.resume)
         except Exception:
             self.close()
             raise

@@ -4,7 +4,9 @@ Geometry is read from the dependency graph (modifiers, shape keys and parenting 
 moved to world space with one matrix product; every array is filled by ``foreach_get`` into
 numpy (no Python loop over vertices). Colliders and following pins are sampled at every frame
 of the bake range (``frame_set`` then a fresh evaluation), as the contract asks, and so is
-every object's world matrix (write-back stores positions in the object's space of each frame).
+every object's world matrix (write-back stores positions in the object's space of each frame; the
+matrices of the simulated objects travel in the scene as ``Body.world_matrices``, so that
+``clearance-server bake`` of an exported .clrscene writes the same object-space .pc2 files).
 With the pass-through backend ("none") every body sends its whole per-frame motion, so the
 bake reproduces the input animation exactly. The scene's Wind, Force, Vortex and Turbulence field objects (when
 Scene.clearance.use_force_fields and the IPC backend) are sampled at every frame too: strength, flow
@@ -27,7 +29,8 @@ from protocol.rigid import polar_rotation
 from protocol.scene import Body, ForceField, Material, Scene, SceneError, Settings
 
 from .mesh_checks import volume_problem, zero_scale_problem
-from .writeback import CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION
+from .writeback import (CACHE_MODIFIER, DISABLED_PROP, KEY_PREFIX, TRANSFORM_ACTION, TRANSFORM_PROPS,
+                        restore_rest_transform)
 
 PIN_ATTR = "clearance_pin_weight"
 ATTACH_ATTR = "clearance_attach_weight"
@@ -209,14 +212,13 @@ class _InputsOnly:
     def __enter__(self) -> "_InputsOnly":
         for o in self.objects:
             if TRANSFORM_ACTION in o and o.animation_data is not None and o.animation_data.action is not None:
-                # a stiff object's previous transform bake: export its start transform, not those keys
-                from mathutils import Matrix
-                act, basis = o.animation_data.action, o.matrix_basis.copy()
+                # a stiff object's previous transform bake: export its start transform (exactly: the same scene
+                # and hash as before that bake), not those keys
+                act = o.animation_data.action
+                for p in TRANSFORM_PROPS:
+                    self.undo.append((o, p, tuple(getattr(o, p))))
                 o.animation_data.action = None
-                b = list(o.get("clearance_rest_basis", []))
-                if len(b) == 16:
-                    o.matrix_basis = Matrix([b[0:4], b[4:8], b[8:12], b[12:16]])
-                self.undo.append((o, "matrix_basis", basis))
+                restore_rest_transform(o)
                 self.undo.append((o.animation_data, "action", act))
             mod = o.modifiers.get(CACHE_MODIFIER)
             if mod is not None and mod.show_viewport:
@@ -470,6 +472,7 @@ def export_scene(context: bpy.types.Context, scene: Optional[bpy.types.Scene] = 
                            field_weights=tuple(float(w) for w in o.clearance.field_weights),
                            pressure_samples=_keyed(pressures.get(o.name)),
                            vertex_scales=vertex_scales(o, mesh) if r == "cloth" else None,
+                           world_matrices=None if r in ("collider", "granular") else result.matrices[o.name],
                            **_shape_fields(shapes.get(o.name)), **attachment_of(o, mesh),
                            **keyed_shrink(o, mesh, _keyed(shrinks.get(o.name)))))
     role_list = list(roles.values())

@@ -229,6 +229,8 @@ class CLEARANCE_PT_server(ClearancePanelBase, bpy.types.Panel):
             preferences.draw_install_status(layout, prefs, width=60, full=False)
         # bake on a machine without Blender: the scene a Bake would send, for `clearance-server bake`
         layout.operator("clearance.export_scene", icon="EXPORT")
+        # ... and play what that machine baked (its --out folder), as a finished Bake
+        layout.operator("clearance.load_farm_bake", icon="IMPORT")
 
 
 _classes = (CLEARANCE_PT_object, CLEARANCE_PT_material, CLEARANCE_PT_pins, CLEARANCE_PT_maps, CLEARANCE_PT_bake,

@@ -32,14 +32,14 @@ Points, then the emitter's material) after it so it renders as spheres without t
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Optional
 
 import bpy
 import numpy as np
 
-from protocol.cache_layout import FRAMES_DIR, STATE_DIR, is_own_file
+from protocol.cache_layout import (FRAMES_DIR, SERVER_DIR, STATE_DIR, is_own_file, particle_object_name,
+                                   pc2_file_name, pc2_stem, to_local)
 from protocol.pc2 import HEADER_SIZE, PC2Writer, read_pc2
 from protocol.rigid import rigid_world_matrix
 from protocol.scene import SceneError
@@ -55,6 +55,27 @@ _HIDDEN = "clearance_hidden_source"          # ID property on a granular source:
 TRANSFORM_ACTION = "clearance_transform_action"  # ID property: name of the action a transform bake keyed
 _PREV_ACTION = "clearance_prev_action"       # ID property: the action the object had before ("" if none)
 _REST_BASIS = "clearance_rest_basis"         # ID property: matrix_basis (16 floats, row-major) before the bake
+_REST_PROPS = "clearance_rest_transform"     # ID property: location, rotations and scale (17 floats) before the bake
+TRANSFORM_PROPS = ("location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale")
+"""The transform properties a transform bake keys, stored and given back exactly (matrix_basis alone is not:
+setting it decomposes the matrix again, a few float32 ulps off, which changed the exported scene and its hash)."""
+
+
+def restore_rest_transform(obj: bpy.types.Object) -> None:
+    """Give ``obj`` back the transform it had before its transform bake: the exact property values when the bake
+    stored them, else (a bake by an older add-on) its matrix_basis."""
+    props = list(obj.get(_REST_PROPS, []))
+    if len(props) == 17:
+        i = 0
+        for p in TRANSFORM_PROPS:
+            n = len(getattr(obj, p))
+            setattr(obj, p, props[i:i + n])
+            i += n
+        return
+    from mathutils import Matrix
+    b = list(obj.get(_REST_BASIS, []))
+    if len(b) == 16:
+        obj.matrix_basis = Matrix([b[0:4], b[4:8], b[8:12], b[12:16]])
 
 
 def begin_transform_bake(obj: bpy.types.Object) -> None:
@@ -65,6 +86,7 @@ def begin_transform_bake(obj: bpy.types.Object) -> None:
     ad = obj.animation_data
     obj[_PREV_ACTION] = ad.action.name if (ad is not None and ad.action is not None) else ""
     obj[_REST_BASIS] = [float(v) for row in obj.matrix_basis for v in row]
+    obj[_REST_PROPS] = [float(v) for p in TRANSFORM_PROPS for v in getattr(obj, p)]
     if ad is not None:
         ad.action = None
     obj[TRANSFORM_ACTION] = ""
@@ -114,10 +136,8 @@ def free_transform_bake(obj: bpy.types.Object) -> None:
     prev = bpy.data.actions.get(obj.get(_PREV_ACTION, "")) if obj.get(_PREV_ACTION) else None
     if prev is not None:
         obj.animation_data_create().action = prev
-    basis = list(obj.get(_REST_BASIS, []))
-    if len(basis) == 16:
-        obj.matrix_basis = Matrix([basis[0:4], basis[4:8], basis[8:12], basis[12:16]])
-    for k in (TRANSFORM_ACTION, _PREV_ACTION, _REST_BASIS):
+    restore_rest_transform(obj)
+    for k in (TRANSFORM_ACTION, _PREV_ACTION, _REST_BASIS, _REST_PROPS):
         obj.pop(k, None)
 
 
@@ -196,29 +216,6 @@ def claim_cache_dir(folder: str, claim: bool = True) -> None:
     os.replace(tmp, marker)
 
 
-_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-
-
-def pc2_stem(name: str) -> str:
-    """The file stem of the cache of the object called ``name``: unique and stable.
-
-    A name that is already file-safe (``bpy.path.clean_name`` leaves it unchanged: letters,
-    digits, ``_``, ``-``) is its own stem, so "Cube" writes ``Cube.pc2`` as it always did. Any
-    other name gets the cleaned name plus ``.`` and the first 10 hex digits of the SHA-256 of
-    the exact name: "Cube.001" -> ``Cube_001.3c1f0b2a9d.pc2``, which differs from "Cube_001"'s
-    ``Cube_001.pc2``. Cleaning never leaves a ``.``, so a hashed stem can never equal a plain
-    one, and two different names that clean alike differ in their hash. The stem depends on the
-    name alone (not on the other objects), so Free Bake and Resume find the same file.
-    Names that differ only in case ("Cube", "cube") are refused per bake by
-    :func:`check_cache_paths` (they would share a file on Windows and macOS).
-    """
-    cleaned = bpy.path.clean_name(name)
-    if cleaned == name and name and name.casefold() not in _WINDOWS_RESERVED:
-        return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{cleaned[:100]}.{digest}"
-
-
 def pc2_path(folder: str, name: str) -> str:
     """The .pc2 file of the body ``name`` inside ``folder`` (stem from :func:`pc2_stem`)."""
     return os.path.join(folder, pc2_stem(name) + ".pc2")
@@ -229,8 +226,7 @@ def cache_file_names(bodies) -> dict:
 
     A granular body writes the cache of its particle object ("<name>_particles").
     """
-    return {b.name: pc2_stem(particle_object_name(b.name) if b.role == "granular" else b.name) + ".pc2"
-            for b in bodies}
+    return {b.name: pc2_file_name(b.name, b.role) for b in bodies}
 
 
 def check_cache_paths(bodies) -> None:
@@ -259,12 +255,6 @@ def blend_relative(path: str) -> str:
         except ValueError:  # another drive on Windows
             return path
     return path
-
-
-def to_local(world: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """World positions (n, 3) -> object-local float32 through the inverse of ``matrix`` (4, 4)."""
-    inv = np.linalg.inv(np.asarray(matrix, dtype=np.float64))
-    return (np.asarray(world, np.float64) @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,10 +416,6 @@ def set_particle_material(particles: bpy.types.Object, material: Optional[bpy.ty
         mod[item.identifier] = material
 
 
-def particle_object_name(name: str) -> str:
-    return f"{name}_particles"
-
-
 def ensure_particle_object(source: bpy.types.Object, positions: np.ndarray, radius: float) -> bpy.types.Object:
     """The "<name>_particles" object (world = local) with ``positions`` as its rest vertices."""
     name = particle_object_name(source.name)
@@ -575,6 +561,33 @@ class BodyCache:
             if self.particles:  # deform the vertices before Mesh to Points turns them into points
                 self.target.modifiers.move(list(self.target.modifiers).index(mod), 0)
 
+    def load(self, frames: np.ndarray) -> None:
+        """Set the body up from a finished bake's cache file ``self.path`` (Load Farm Bake), exactly as a Bake
+        that wrote it leaves it: ``frames`` (F, n, 3) float32 are its samples (object space; particles: world),
+        sample k being frame ``frame_start + k``. PC2: the Mesh Cache modifier reads the file as it is (nothing
+        is written); particles: the particle object, then its modifier; shape keys: one key per frame from the
+        samples; Object Transform: the samples back in world space through this frame's matrix, keyed as a Bake
+        keys them (the same rigid fit, from float32 object-space positions instead of float32 world ones)."""
+        if self.mode == "NONE":
+            return
+        if self.mode == "TRANSFORM":
+            for k, local in enumerate(frames):
+                m = self.matrices[min(k, len(self.matrices) - 1)]
+                self.write(self.frame_start + k, np.asarray(local, np.float64) @ m[:3, :3].T + m[:3, 3])
+            return
+        if self.mode == "SHAPE_KEYS":
+            disable_baked_modifiers(self.obj)
+            for k, local in enumerate(frames):
+                write_shape_key(self.obj, self.frame_start + k, local)
+            self.frames_done = len(frames)
+            return
+        if self.particles:
+            self.target = ensure_particle_object(self.obj, frames[0], self.radius)
+        mod = attach_mesh_cache(self.target, self.path, self.frame_start, last=not self.particles)
+        if self.particles:  # deform the vertices before Mesh to Points turns them into points
+            self.target.modifiers.move(list(self.target.modifiers).index(mod), 0)
+        self.frames_done = len(frames)
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
@@ -621,7 +634,7 @@ def free_server_cache(folder: str) -> list:
     and only the files the server writes there (protocol.cache_layout): anything else a user put
     in it stays, and so do the folders that still hold something. Symbolic links are never
     followed nor removed. Returns the paths it left (empty when the whole cache is gone)."""
-    path = os.path.join(folder, "server")
+    path = os.path.join(folder, SERVER_DIR)
     if os.path.islink(path) or not os.path.isdir(path):
         return []
     for sub in (FRAMES_DIR, STATE_DIR, ""):

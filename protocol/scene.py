@@ -283,6 +283,10 @@ class Body:
     ``shrink_samples`` (F,) float64 or None: a cloth's Shrink at every frame when it is keyframed (linear
         between frames): the rest size of vertex i is then 1 - ``shrink_weights``[i] * shrink(t) (weights None:
         1 everywhere), replacing the rest-size column of ``vertex_scales``. None: the rest size is fixed.
+    ``world_matrices`` (F, 4, 4) float64 or None: the object's world matrix at every frame of the range (since
+        protocol 1.7). The solver never reads it; it tells whoever writes the results (``clearance-server bake``)
+        the object's space of each frame, so the .pc2 files play under the object's own transform, as the
+        add-on's Bake writes them. None: results stay in world space.
     The solver returns positions in this same vertex order and count.
     """
 
@@ -306,6 +310,7 @@ class Body:
     attach_indices: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))   # since 1.6
     shrink_samples: Optional[np.ndarray] = None     # (F,) float64 keyed Shrink per frame (cloth); since 1.6
     shrink_weights: Optional[np.ndarray] = None     # (n,) float64 weight of the keyed Shrink per vertex; since 1.6
+    world_matrices: Optional[np.ndarray] = None     # (F, 4, 4) float64 world matrix per frame (output space); since 1.7
 
     def validate(self, n_frames: int) -> None:
         """Check shapes, dtypes, index ranges and finiteness; raise SceneError naming this body."""
@@ -426,6 +431,20 @@ class Body:
             rng = MATERIAL_RANGES["pressure"]
             if not all(rng.contains(float(v)) for v in ps):
                 raise SceneError(f"{o}: pressure_samples must be finite and in {rng.describe()}", o, "pressure_samples")
+        wm = self.world_matrices
+        if wm is not None:
+            if not (isinstance(wm, np.ndarray) and wm.shape == (n_frames, 4, 4) and wm.dtype == np.float64):
+                raise SceneError(f"{o}: world_matrices must be a float64 array of shape ({n_frames}, 4, 4)", o,
+                                 "world_matrices")
+            if not np.isfinite(wm).all() or np.abs(wm).max() > MAX_COORDINATE:
+                raise SceneError(f"{o}: world_matrices contain NaN, infinity or values beyond {MAX_COORDINATE:g}", o,
+                                 "world_matrices")
+            det = np.linalg.det(wm[:, :3, :3])
+            if (np.abs(det) < 1e-30).any():
+                k = int(np.nonzero(np.abs(det) < 1e-30)[0][0])
+                raise SceneError(f"{o}: the world matrix of frame index {k} has zero scale, so results cannot be "
+                                 "written in the object's space; give the object a non-zero Scale on every frame", o,
+                                 "world_matrices")
         self._validate_shape()
         self.material.validate(o)
 

@@ -15,7 +15,8 @@ absent -> "linear", the only solid element before 1.3; ``integrator`` absent -> 
 only IPC integrator before 1.4; ``material.air_drag`` and ``material.pressure`` absent -> 0, the scene's
 ``force_fields`` absent -> none and a body's ``field_weights`` absent -> all 1, before 1.5; a body's
 ``collision_shape`` absent -> "mesh", its ``attach_to`` / ``attach_indices`` absent -> no attachment and
-``shrink_samples`` absent -> a fixed rest size, before 1.6), and encoding for
+``shrink_samples`` absent -> a fixed rest size, before 1.6; a body's ``world_matrices`` absent -> nil,
+results in world space, before 1.7), and encoding for
 an older peer leaves the field out when its value means what the peer does anyway, and
 refuses (ProtocolError naming the field) when the peer could not honour it.
 """
@@ -75,6 +76,11 @@ BODY_SINCE_1_6 = (1, 6)
 on cloth only). For an older peer the new body fields are left out when unset and refused (naming the field)
 when set; a non-cloth body with air drag is refused too."""
 
+OUTPUT_ONLY_SINCE = {"world_matrices": (1, 7)}
+"""Body fields no solver reads (only whoever writes the results: ``clearance-server bake`` writes .pc2 files in
+the object's space with ``world_matrices``), by the version that added them. For an older peer they are left
+out whatever their value: they cannot change its solve."""
+
 FIELD_ARRAYS = {"strength": "<f8", "matrix": "<f8", "flow": "<f8"}
 """ForceField array fields and their wire dtypes."""
 
@@ -92,6 +98,7 @@ BODY_ARRAYS = {
     "attach_indices": ("<i4", False),
     "shrink_samples": ("<f8", True),
     "shrink_weights": ("<f8", True),
+    "world_matrices": ("<f8", True),
 }
 """Body array fields: wire dtype and whether None is allowed."""
 
@@ -187,6 +194,9 @@ def scene_to_wire(scene: Scene, peer_version: tuple = PROTOCOL_VERSION) -> dict:
                         f"{b.name}: the server speaks protocol {version_str(peer)}, which predates collision shapes "
                         f"(added in {version_str(SHAPES_SINCE)}) and always collides on the mesh; set Collision "
                         f"Shape to Mesh or update the server", f"scene.bodies.{b.name}.collision_shape")
+                continue
+            if f.name in OUTPUT_ONLY_SINCE and peer[0] == OUTPUT_ONLY_SINCE[f.name][0] \
+                    and peer < OUTPUT_ONLY_SINCE[f.name]:
                 continue
             if f.name in BODY_ARRAYS:
                 dt, _ = BODY_ARRAYS[f.name]

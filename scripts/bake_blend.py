@@ -3,6 +3,7 @@
     python scripts/bake_blend.py FILE.blend [--frames A B] [--out FILE_baked.blend]
                                  [--server ADDRESS] [--blender /path/to/blender]
                                  [--solver-quality fast|accurate] [--export SCENE.clrscene]
+                                 [--load-farm DIR]
 
 With ``--blender`` the given Blender runs in background mode (``-b``) with this script as its
 ``--python`` (the add-on must be installed there); without it, the bpy module of this Python
@@ -14,6 +15,11 @@ records what it was baked with).
 ``--export SCENE.clrscene`` bakes nothing: it writes the scene the bake would send (the add-on's
 *Export Scene (.clrscene)*, with the same overrides) so that a node without Blender can bake it with
 ``clearance-server bake SCENE.clrscene --out DIR``; no server is started and the .blend is not saved.
+``--load-farm DIR`` bakes nothing either: it attaches what ``clearance-server bake SCENE.clrscene --out DIR``
+baked on the node (the add-on's *Load Farm Bake*: the same Mesh Cache modifiers, particles, shape keys or
+keyed transforms as a Bake, DIR becoming the Cache Folder) and saves the output .blend; it refuses, naming
+``DIR/server/scene.json``, when the file's scene is not the one that was exported (pass the ``--frames`` and
+``--solver-quality`` the ``--export`` run used, and the node's ``--solver-quality`` if it gave one).
 Progress goes to stdout as ``clearance: ...`` lines (each solver kernel of a cold compile, each
 frame, the end, and a warning naming the objects of frames that did not converge).
 Exit status: 0 baked, 1 the bake failed (the message is printed), 2 bad arguments.
@@ -41,6 +47,8 @@ def parse(argv: list) -> argparse.Namespace:
                         "default: the file's Solver Quality")
     p.add_argument("--export", metavar="SCENE.clrscene",
                    help="write the scene to this .clrscene file instead of baking (for clearance-server bake)")
+    p.add_argument("--load-farm", metavar="DIR",
+                   help="instead of baking, load the --out folder of clearance-server bake (Load Farm Bake) and save")
     return p.parse_args(argv)
 
 
@@ -82,6 +90,8 @@ def bake_here(args: argparse.Namespace) -> int:
         s.solver_quality = args.solver_quality.upper()   # the add-on's enum: FAST / ACCURATE
     if args.export:
         return export_here(os.path.abspath(args.export))
+    if args.load_farm:
+        return load_farm_here(os.path.abspath(args.load_farm), out)
     try:
         result = bpy.ops.clearance.bake()
     except RuntimeError as exc:
@@ -109,6 +119,22 @@ def export_here(path: str) -> int:
         print(f"clearance: export failed: {path} was not written", file=sys.stderr)
         return 1
     print(f"clearance: exported the scene to {path}; bake it with: clearance-server bake {path} --out DIR", flush=True)
+    return 0
+
+
+def load_farm_here(folder: str, out: str) -> int:
+    """Attach the farm bake in ``folder`` with the add-on's Load Farm Bake operator, then save ``out``."""
+    import bpy
+    try:
+        result = bpy.ops.clearance.load_farm_bake(directory=folder)
+    except RuntimeError as exc:
+        print(f"clearance: load failed: {exc}", file=sys.stderr)
+        return 1
+    if result != {"FINISHED"}:
+        print(f"clearance: load failed: {bpy.context.scene.clearance.last_error}", file=sys.stderr)
+        return 1
+    bpy.ops.wm.save_mainfile()
+    print(f"clearance: loaded the farm bake in {folder} into {out}", flush=True)
     return 0
 
 

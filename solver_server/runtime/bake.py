@@ -1,8 +1,18 @@
 """``clearance-server bake``: bake a scene file to .pc2 files without any socket.
 
-Runs the same job loop as the server (:func:`runner.run_job`) in this process, writes the
-frames/state cache into the output folder, then one ``<body name>.pc2`` per simulated body
-(names sanitised for the file system) covering every frame from frame_start, and stats.json.
+Runs the same job loop as the server (:func:`runner.run_job`) in this process, then writes one .pc2 per
+simulated body covering every frame from frame_start. Two layouts, chosen by the scene:
+
+- **The add-on's** (the scene carries its objects' world matrices, ``Body.world_matrices``: every scene the
+  Blender add-on exports since protocol 1.7): the output folder is laid out like the add-on's own cache folder,
+  the frames/state cache and stats.json in ``<out>/server/``, and each .pc2 named as the add-on names it
+  (``protocol.cache_layout.pc2_file_name``) and written in the object's space of each frame
+  (``cache_layout.to_local``, the add-on's own conversion), so the folder plays in Blender as the add-on's Bake
+  does (Physics > Clearance Bake > Load Farm Bake). Granular bodies write their particles in world space.
+- **World space** (a scene without world matrices: other tools, files exported before 1.7): the cache and
+  stats.json in ``<out>``, ``<body name>.pc2`` per body (names sanitised for the file system), world space.
+
+The log says which one it wrote.
 """
 from __future__ import annotations
 
@@ -12,6 +22,7 @@ import re
 import sys
 from typing import Optional, TextIO
 
+from protocol.cache_layout import SERVER_DIR, pc2_file_name, to_local
 from protocol.convergence import UNCONVERGED_OBJECTS, WARNING, ConvergenceReport
 from protocol.pc2 import PC2Writer
 from protocol.scene import INTEGRATORS, SOLVER_QUALITIES, Scene, SceneError
@@ -45,8 +56,8 @@ def pc2_names(names: list) -> dict:
 
 
 def restrict_frames(scene: Scene, a: int, b: int) -> Scene:
-    """The scene baked over frames a..b only (animated samples sliced; bodies start from their
-    exported rest state at frame a)."""
+    """The scene baked over frames a..b only (every per-frame sample sliced: animation, pin targets, keyed
+    pressure, world matrices, force fields; bodies start from their exported rest state at frame a)."""
     s = scene.settings
     if not (s.frame_start <= a < b <= s.frame_end):
         raise SceneError(f"--frames {a} {b} must lie within the scene's range {s.frame_start}..{s.frame_end} "
@@ -55,24 +66,63 @@ def restrict_frames(scene: Scene, a: int, b: int) -> Scene:
     bodies = tuple(dataclasses.replace(
         body,
         animation=None if body.animation is None else body.animation[k0:k1],
-        pin_targets=None if body.pin_targets is None else body.pin_targets[k0:k1]) for body in scene.bodies)
-    return dataclasses.replace(scene, settings=dataclasses.replace(s, frame_start=a, frame_end=b), bodies=bodies)
+        pin_targets=None if body.pin_targets is None else body.pin_targets[k0:k1],
+        pressure_samples=None if body.pressure_samples is None else body.pressure_samples[k0:k1],
+        world_matrices=None if body.world_matrices is None else body.world_matrices[k0:k1]) for body in scene.bodies)
+    fields = tuple(dataclasses.replace(
+        f, strength=f.strength[k0:k1], matrix=f.matrix[k0:k1], flow=f.flow[k0:k1] if f.flow.size else f.flow)
+        for f in scene.force_fields)
+    return dataclasses.replace(scene, settings=dataclasses.replace(s, frame_start=a, frame_end=b), bodies=bodies,
+                               force_fields=fields)
 
 
-def write_pc2_files(cache: JobCache, out_dir: str, frame_start: int, frame_end: int) -> dict:
-    """Write one .pc2 per body from the cached frames; returns body name -> path."""
+def object_space(scene: Scene) -> bool:
+    """True when the scene carries world matrices (an add-on export): the bake then writes the add-on's layout
+    in object space (module docstring)."""
+    return any(b.world_matrices is not None for b in scene.simulated())
+
+
+def output_files(scene: Scene, out_dir: str) -> dict:
+    """body name -> the .pc2 path the bake writes for it (the add-on's names in object-space mode)."""
+    names = [b.name for b in scene.simulated()]
+    if object_space(scene):
+        return {b.name: os.path.join(out_dir, pc2_file_name(b.name, b.role)) for b in scene.simulated()}
+    return {n: os.path.join(out_dir, f) for n, f in pc2_names(names).items()}
+
+
+def check_outputs(files: dict) -> None:
+    """Refuse (SceneError naming the file) an output .pc2 path that is a symbolic link or not a regular file:
+    the bake writes only its own files, never through a link."""
+    for name, path in files.items():
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+            raise SceneError(f"{path} (the cache of {name}) is a symbolic link or not a regular file; the bake "
+                             "never writes through one: remove it or choose another --out folder", name, "out")
+
+
+def write_pc2_files(cache: JobCache, out_dir: str, frame_start: int, frame_end: int,
+                    scene: Optional[Scene] = None) -> dict:
+    """Write one .pc2 per body from the cached frames; returns body name -> path.
+
+    With ``scene`` carrying world matrices each body's frame f is written in the object's space of frame f
+    (granular bodies and bodies without matrices stay in world space), under the add-on's file names."""
     first = cache.read_frame(frame_start)
-    files = pc2_names(list(first))
-    writers = {n: PC2Writer(os.path.join(out_dir, f), len(first[n]), frame_start) for n, f in files.items()}
+    if scene is not None and object_space(scene):
+        paths = output_files(scene, out_dir)
+        matrices = {b.name: b.world_matrices for b in scene.simulated() if b.role != "granular"}
+    else:
+        paths = {n: os.path.join(out_dir, f) for n, f in pc2_names(list(first)).items()}
+        matrices = {}
+    writers = {n: PC2Writer(p, len(first[n]), frame_start) for n, p in paths.items()}
     try:
         for f in range(frame_start, frame_end + 1):
             pos = first if f == frame_start else cache.read_frame(f)
             for n, w in writers.items():
-                w.append(pos[n])
+                m = matrices.get(n)
+                w.append(pos[n] if m is None else to_local(pos[n], m[min(f - frame_start, len(m) - 1)]))
     finally:
         for w in writers.values():
             w.close()
-    return {n: os.path.join(out_dir, f) for n, f in files.items()}
+    return paths
 
 
 def with_solver_quality(scene: Scene, quality: str) -> Scene:
@@ -110,6 +160,16 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
     s = scene.settings
     print(f"backend {s.backend}, solver quality {s.solver_quality}, integrator {s.integrator}"
           + ("" if s.backend == "ipc" else " (used by the ipc backend only)"), file=log, flush=True)
+    local = object_space(scene)
+    cache_dir = os.path.join(out_dir, SERVER_DIR) if local else out_dir
+    check_outputs(output_files(scene, out_dir))
+    if local:
+        print(f"output: object space (the scene carries its objects' world matrices), the add-on's cache layout: "
+              f".pc2 files in {out_dir}, frame cache in {cache_dir}; play them in Blender with Physics > Clearance "
+              "Bake > Load Farm Bake", file=log, flush=True)
+    else:
+        print(f"output: world space (the scene file has no world matrices): .pc2 files and frame cache in {out_dir}",
+              file=log, flush=True)
     result = {}
     report = ConvergenceReport()
 
@@ -132,15 +192,17 @@ def bake(scene: Scene, out_dir: str, frames: Optional[tuple] = None, resume: boo
         elif ev[0] == "end":
             result["end"] = ev
 
-    state = run_job(scene, out_dir, resume, emit)
+    state = run_job(scene, cache_dir, resume, emit)
     end = result["end"]
     if state != "done":
         where = f" (object {end[6]!r}, field {end[5]!r})" if end[6] or end[5] else ""
         print(f"bake {state}: {end[4]}{where}", file=sys.stderr, flush=True)
         return 1 if state == "failed" else 2
-    paths = write_pc2_files(JobCache(out_dir), out_dir, s.frame_start, s.frame_end)
+    paths = write_pc2_files(JobCache(cache_dir), out_dir, s.frame_start, s.frame_end, scene)
+    spaces = {b.name: "object space" if (local and b.role != "granular" and b.world_matrices is not None)
+              else "world space" for b in scene.simulated()}
     for n, p in paths.items():
-        print(f"wrote {p} ({n})", file=log, flush=True)
+        print(f"wrote {p} ({n}, {spaces.get(n, 'world space')})", file=log, flush=True)
     print(f"bake done: {end[2]} frames in {out_dir}", file=log, flush=True)
     summary = report.summary()
     if summary:
