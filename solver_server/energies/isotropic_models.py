@@ -153,6 +153,17 @@ def _fill_b(s, grad, ab):
 
 
 @njit(cache=True, fastmath=False)
+def _cauchy_green(F):
+    """The six entries (C00, C11, C22, C01, C02, C12) of C = F^T F for the 3x3 F."""
+    return (F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0],
+            F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1],
+            F[0, 2] * F[0, 2] + F[1, 2] * F[1, 2] + F[2, 2] * F[2, 2],
+            F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1],
+            F[0, 0] * F[0, 2] + F[1, 0] * F[1, 2] + F[2, 0] * F[2, 2],
+            F[0, 1] * F[0, 2] + F[1, 1] * F[1, 2] + F[2, 1] * F[2, 2])
+
+
+@njit(cache=True, fastmath=False)
 def _top_two_eigenvalues_sym3(c00, c01, c02, c11, c12, c22):
     """The two largest eigenvalues (l0 >= l1) of a symmetric 3x3 matrix, by the trigonometric solution
     of its characteristic cubic (absolute accuracy ~ rounding times the matrix norm)."""
@@ -181,12 +192,7 @@ def psi_of_F(model, mu, lam, F):
     eigenvalues of F^T F (s0, s1) and s2 = det F / (s0 s1), which keeps the sign and the accuracy of a
     nearly flat element. +inf where the model is not defined (neo-Hookean with J <= 0). Used by the
     energy kernels, which the line search calls several times per Newton iteration."""
-    c00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
-    c11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
-    c22 = F[0, 2] * F[0, 2] + F[1, 2] * F[1, 2] + F[2, 2] * F[2, 2]
-    c01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
-    c02 = F[0, 0] * F[0, 2] + F[1, 0] * F[1, 2] + F[2, 0] * F[2, 2]
-    c12 = F[0, 1] * F[0, 2] + F[1, 1] * F[1, 2] + F[2, 1] * F[2, 2]
+    c00, c11, c22, c01, c02, c12 = _cauchy_green(F)
     J = (F[0, 0] * (F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1]) - F[0, 1] * (F[1, 0] * F[2, 2] - F[1, 2] * F[2, 0])
          + F[0, 2] * (F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0]))
     I = c00 + c11 + c22
@@ -222,12 +228,7 @@ def stress_of_F(model, mu, lam, F, P):
     if model == 2:
         return False
     if model == 3:
-        c00 = F[0, 0] * F[0, 0] + F[1, 0] * F[1, 0] + F[2, 0] * F[2, 0]
-        c11 = F[0, 1] * F[0, 1] + F[1, 1] * F[1, 1] + F[2, 1] * F[2, 1]
-        c22 = F[0, 2] * F[0, 2] + F[1, 2] * F[1, 2] + F[2, 2] * F[2, 2]
-        c01 = F[0, 0] * F[0, 1] + F[1, 0] * F[1, 1] + F[2, 0] * F[2, 1]
-        c02 = F[0, 0] * F[0, 2] + F[1, 0] * F[1, 2] + F[2, 0] * F[2, 2]
-        c12 = F[0, 1] * F[0, 2] + F[1, 1] * F[1, 2] + F[2, 1] * F[2, 2]
+        c00, c11, c22, c01, c02, c12 = _cauchy_green(F)
         tr = 0.5 * (c00 + c11 + c22 - 3.0)
         s00 = mu * (c00 - 1.0) + lam * tr
         s11 = mu * (c11 - 1.0) + lam * tr
