@@ -183,10 +183,7 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
             for jt in range(n):
                 t = buf[jt]
                 off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
-                for i in range(4):
-                    for a in range(3):
-                        X0[3 * i + a] = x[ids[i], a]
-                        P[3 * i + a] = p[ids[i], a]
+                gather_motion(x, p, ids, X0, P)
                 toi = accd_pair(X0, P, mode == 1, off, eta, tcur, max_iter)
                 if toi < tcur:
                     tcur = toi

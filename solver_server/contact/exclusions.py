@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from .broad_phase import Candidates, find_candidates_ccd
-from .ccd import DEFAULT_MAX_ITER, accd_pair, pair_of
+from .ccd import DEFAULT_MAX_ITER, accd_pair, gather_motion, pair_of
 from .mesh import CollisionMesh
 
 
@@ -73,10 +73,7 @@ def _min_toi_pairs(x, p, pairs, mode, faces, edges, vertex_offset, face_offset, 
         ids = np.empty(4, dtype=np.int64)
         for k in range(ch * n // nch, (ch + 1) * n // nch):
             off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
-            for i in range(4):
-                for a in range(3):
-                    X0[3 * i + a] = x[ids[i], a]
-                    P[3 * i + a] = p[ids[i], a]
+            gather_motion(x, p, ids, X0, P)
             toi = accd_pair(X0, P, mode == 1, off, eta, tcur, max_iter)
             if toi < tcur:
                 tcur = toi
