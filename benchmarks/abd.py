@@ -88,20 +88,9 @@ def make_scene(n: int, div: int, frames: int, quality: str, side: int = 5, shape
 
 def obb_depth(ca, Ra, cb, Rb, h=SIZE / 2) -> float:
     """Penetration depth (m) of two cubes of half-size h (centres c, rotations R whose columns are the
-    box axes): the smallest overlap over the 15 separating axes; <= 0 when they are apart."""
-    axes = [Ra[:, i] for i in range(3)] + [Rb[:, i] for i in range(3)]
-    axes += [np.cross(Ra[:, i], Rb[:, j]) for i in range(3) for j in range(3)]
-    d = cb - ca
-    best = np.inf
-    for ax in axes:
-        nrm = np.linalg.norm(ax)
-        if nrm < 1e-9:
-            continue
-        ax = ax / nrm
-        ra = h * np.abs(Ra.T @ ax).sum()
-        rb = h * np.abs(Rb.T @ ax).sum()
-        best = min(best, ra + rb - abs(d @ ax))
-    return float(best)
+    box axes): rigid_scenes.obb_depth, the 15-axis separating test, with equal half extents."""
+    from .rigid_scenes import obb_depth as box_overlap
+    return box_overlap(ca, Ra, np.full(3, h), cb, Rb, np.full(3, h))
 
 
 def max_penetration(cs: np.ndarray, Rs: np.ndarray, ground_min: np.ndarray) -> float:

@@ -83,7 +83,7 @@ def make(kind: str, frames: int, substeps: int = 1) -> tuple:
     return Scene(st, tuple(b for b, _, _ in items) + (ground,)), [(h, R) for _, h, R in items]
 
 
-def _obb_depth(ca, Ra, ha, cb, Rb, hb) -> float:
+def obb_depth(ca, Ra, ha, cb, Rb, hb) -> float:
     """Overlap (m) of two oriented boxes (centres c, axes R columns, half extents h); <= 0 when apart."""
     axes = [Ra[:, i] for i in range(3)] + [Rb[:, i] for i in range(3)]
     axes += [np.cross(Ra[:, i], Rb[:, j]) for i in range(3) for j in range(3)]
@@ -115,7 +115,7 @@ def deepest(rests: list, poss: list, boxes: list) -> float:
     for i in range(len(fr)):
         for j in range(i + 1, len(fr)):
             if np.linalg.norm(cs[i] - cs[j]) < np.linalg.norm(boxes[i][0]) + np.linalg.norm(boxes[j][0]):
-                depth = max(depth, _obb_depth(cs[i], Rs[i], boxes[i][0], cs[j], Rs[j], boxes[j][0]))
+                depth = max(depth, obb_depth(cs[i], Rs[i], boxes[i][0], cs[j], Rs[j], boxes[j][0]))
     return depth
 
 

@@ -462,19 +462,7 @@ def lowest_points(objects: dict, frames: list, names=("cloth", "jelly")) -> dict
 
 def _world_z(ob, frames: list) -> list:
     """World z of every evaluated vertex of ``ob`` at each frame."""
-    import bpy
-    import numpy as np
-    out = []
-    for f in frames:
-        bpy.context.scene.frame_set(f)
-        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        me = ev.to_mesh()
-        co = np.empty(len(me.vertices) * 3, np.float32)
-        me.vertices.foreach_get("co", co)
-        m = np.array(ev.matrix_world)
-        ev.to_mesh_clear()
-        out.append((co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3])[:, 2])
-    return out
+    return [p[:, 2] for p in _world_positions(ob, frames)]
 
 
 def main(argv=None) -> int:
