@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .barrier import barrier, barrier_first_derivative, barrier_second_derivative
-from .distance import KIND_PP, KIND_PE, KIND_PT, point_triangle_stencil, edge_edge_stencil
+from .distance import KIND_PP, KIND_PE, KIND_PT, point_triangle_stencil, edge_edge_stencil, stencil_closest_into
 from .eigen_small import jacobi_eigh, tridiagonal_ql_eigh
 from .mollifier import mollifier
 
@@ -118,78 +118,6 @@ def pair_energy(X, is_ee, off, epsx, dhat):
         m, m1, m2 = mollifier(cross_norm2_value(X), epsx)
         return m * b
     return b
-
-
-@njit(cache=True, fastmath=False)
-def _closest(X, kind, i0, i1, i2, i3, c, dc, sv, r):
-    """Closest-point coefficients c (4,), parameter directions dc (2, 4) and s_j = sum dc_j x (2, 3),
-    difference r (3,). Returns the number of free parameters (0, 1, 2)."""
-    for i in range(4):
-        c[i] = 0.0
-        dc[0, i] = 0.0
-        dc[1, i] = 0.0
-    if kind == KIND_PP:
-        c[i0] += 1.0
-        c[i1] -= 1.0
-        npar = 0
-    elif kind == KIND_PE:
-        c[i0] += 1.0
-        c[i1] -= 1.0
-        dc[0, i1] += 1.0
-        dc[0, i2] -= 1.0
-        npar = 1
-    elif kind == KIND_PT:
-        c[i0] += 1.0
-        c[i1] -= 1.0
-        dc[0, i1] += 1.0
-        dc[0, i2] -= 1.0
-        dc[1, i1] += 1.0
-        dc[1, i3] -= 1.0
-        npar = 2
-    else:
-        c[i0] += 1.0
-        c[i2] -= 1.0
-        dc[0, i0] -= 1.0
-        dc[0, i1] += 1.0
-        dc[1, i2] += 1.0
-        dc[1, i3] -= 1.0
-        npar = 2
-    r0x = 0.0
-    r0y = 0.0
-    r0z = 0.0
-    for a in range(3):
-        sv[0, a] = 0.0
-        sv[1, a] = 0.0
-    for i in range(4):
-        r0x += c[i] * X[3 * i]
-        r0y += c[i] * X[3 * i + 1]
-        r0z += c[i] * X[3 * i + 2]
-        for j in range(npar):
-            for a in range(3):
-                sv[j, a] += dc[j, i] * X[3 * i + a]
-    beta0 = 0.0
-    beta1 = 0.0
-    if npar == 1:
-        g00 = sv[0, 0] * sv[0, 0] + sv[0, 1] * sv[0, 1] + sv[0, 2] * sv[0, 2]
-        beta0 = -(sv[0, 0] * r0x + sv[0, 1] * r0y + sv[0, 2] * r0z) / g00
-    elif npar == 2:
-        g00 = sv[0, 0] * sv[0, 0] + sv[0, 1] * sv[0, 1] + sv[0, 2] * sv[0, 2]
-        g01 = sv[0, 0] * sv[1, 0] + sv[0, 1] * sv[1, 1] + sv[0, 2] * sv[1, 2]
-        g11 = sv[1, 0] * sv[1, 0] + sv[1, 1] * sv[1, 1] + sv[1, 2] * sv[1, 2]
-        q0 = -(sv[0, 0] * r0x + sv[0, 1] * r0y + sv[0, 2] * r0z)
-        q1 = -(sv[1, 0] * r0x + sv[1, 1] * r0y + sv[1, 2] * r0z)
-        det = g00 * g11 - g01 * g01
-        beta0 = (g11 * q0 - g01 * q1) / det
-        beta1 = (g00 * q1 - g01 * q0) / det
-    for i in range(4):
-        c[i] += beta0 * dc[0, i] + beta1 * dc[1, i]
-    r[0] = 0.0
-    r[1] = 0.0
-    r[2] = 0.0
-    for i in range(4):
-        for a in range(3):
-            r[a] += c[i] * X[3 * i + a]
-    return npar
 
 
 @njit(cache=True, fastmath=False)
@@ -320,7 +248,7 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
             _cross_norm2_grad(X, gc)
             m, m1, m2 = mollifier(cx, epsx)
             mollified = True
-    npar = _closest(X, kind, i0, i1, i2, i3, c, dc, sv, r)
+    npar = stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, sv)
     # gradient: m b' c (x) r / d + m' b grad c
     wg = m * b1 / d
     for i in range(4):
