@@ -75,6 +75,11 @@ def run_one(area: str, quick: bool, items: list) -> int:
     return 0
 
 
+def part_slug(items: list) -> str:
+    """File-name part for a run's name=value settings ("sizes=128", "frames=24" -> "sizes-128_frames-24")."""
+    return "_".join("".join(c if c.isalnum() else "-" for c in it) for it in items)
+
+
 def compose(out: str, parts_dir: str) -> None:
     """docs/benchmarks.md from the areas' docs/bench/<area>.md."""
     sections = []
@@ -85,6 +90,9 @@ def compose(out: str, parts_dir: str) -> None:
                 sections.append(f.read().strip())
         else:
             sections.append(f"## {_area(area).TITLE}\n\nNot measured yet: `python -m benchmarks {area}`.")
+        for extra in sorted(n for n in os.listdir(parts_dir) if n.startswith(f"{area}--") and n.endswith(".md")):
+            with open(os.path.join(parts_dir, extra)) as f:     # runs with name=value settings
+                sections.append(f.read().strip())
     head = (
         "# Benchmarks\n\n"
         "Written by `python -m benchmarks` (benchmarks/__init__.py); each area's section comes from\n"
@@ -137,8 +145,12 @@ def main(argv=None) -> int:
             print(f"== {area} FAILED (exit {proc.returncode}); its previous results are kept")
             continue
         how = " ".join(["python -m benchmarks"] + (["--quick"] if args.quick else []) + [area] + items)
-        with open(os.path.join(parts_dir, f"{area}.md"), "w") as f:
-            f.write(f"## {_area(area).TITLE}\n\n{proc.stdout.strip()}\n\n{stamp} Whole area: {dt:.0f} s (`{how}`).\n")
+        name, title = f"{area}.md", f"## {_area(area).TITLE}"
+        if items:   # a run with settings gets a section of its own: it never replaces the area's full run
+            name = f"{area}--{part_slug(items)}.md"
+            title = f"### {_area(area).TITLE}: {' '.join(items)}"
+        with open(os.path.join(parts_dir, name), "w") as f:
+            f.write(f"{title}\n\n{proc.stdout.strip()}\n\n{stamp} Whole run: {dt:.0f} s (`{how}`).\n")
     compose(args.out, parts_dir)
     print(f"wrote {args.out}")
     return 1 if failed else 0

@@ -133,6 +133,12 @@ def bake(scene, frames: int, measure, every=None, contact: bool = True, tet_spac
     return out
 
 
+def _verdict(bar, conv, err):
+    """bar(conv, err) as True / False, None (shown '-') when there is no bar or it could not be judged."""
+    v = None if bar is None else bar(conv, err)
+    return None if v is None else bool(v)
+
+
 def row(scene: str, size: str, frames: int, reference: str, ref_value, conv: dict, prev: dict | None,
         error, bar, blender: dict | None = None, addon: dict | None = None, note: str = "") -> dict:
     """One row of the suite table (a dict; :func:`table` formats it).
@@ -144,7 +150,7 @@ def row(scene: str, size: str, frames: int, reference: str, ref_value, conv: dic
              answer=conv["value"], answer_text=conv["text"], error=err, error_text=err_text,
              converged=conv["unconverged"] == 0, unconverged_steps=conv["unconverged"], steps=conv["steps"],
              worst_residual=conv["worst_residual"], cpu_per_frame=conv["cpu"], intersections=conv["intersections"],
-             bar=None if bar is None else bool(bar(conv, err)), load=conv["load"], note=note)
+             bar=_verdict(bar, conv, err), load=conv["load"], note=note)
     if prev is None:
         r.update(preview_text="not run", preview_error=None, preview_error_text="-", preview_cpu=None,
                  preview_intersections=None)

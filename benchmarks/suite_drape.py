@@ -183,11 +183,17 @@ def run(quick: bool, sizes=(), frames: int = 0, preview: bool = True, blender: b
 
         def bar(a, e, bl=bl, ad=ad):
             ok = a["intersections"] == 0 and a["unconverged"] == 0
+            if ok and bl and not ad:
+                return None     # the time half of the bar (through the add-on vs Blender) was not measured
             return ok and (ad["seconds_per_frame"] <= bl["seconds_per_frame"] if ad and bl else True)
 
         rows.append(row(f"drape {n}^2 over a sphere", f"{(n + 1) ** 2:,} vertices", n_frames,
                         "none (Blender: time peer); Preview error: RMS from Converged", None, conv, prev,
                         _rms_from(conv), bar, blender=bl, addon=ad))
+        if bl:
+            notes.append(f"drape {n}^2, CPU seconds per frame (all threads; less sensitive to the machine's load than "
+                         f"wall): Converged {conv['cpu']:.3f}, Blender's cloth {bl['cpu_seconds_per_frame']:.3f} "
+                         f"({conv['cpu'] / bl['cpu_seconds_per_frame']:.1f}x).")
         if ad:
             dev = float(np.abs(ad["x"] - conv["x"]).max()) if ad["x"].shape == conv["x"].shape else float("nan")
             notes.append(f"drape {n}^2 via the add-on: {n_frames} frames (+ the initial one) in {ad['total_seconds']:.1f} s wall; "

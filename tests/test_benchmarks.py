@@ -84,3 +84,19 @@ def test_suite_runs_a_quick_scene_into_a_full_row():
     assert isinstance(r["bar"], bool) and r["load"] >= 0.0
     md = suite.table(res["rows"]).markdown()
     assert md.splitlines()[2].startswith("| box on 20 deg slope") and "| 0 / 0 / - |" in md
+
+
+def test_a_run_with_settings_gets_its_own_section_after_the_full_run(tmp_path):
+    """`python -m benchmarks suite sizes=128` must not replace the suite's full table: its part file is
+    suite--<settings>.md, composed right after suite.md."""
+    from benchmarks.__main__ import compose, part_slug
+    assert part_slug(["sizes=128", "frames=24"]) == "sizes-128_frames-24"
+    parts = tmp_path / "bench"
+    parts.mkdir()
+    (parts / "suite.md").write_text("## Suite\n\nfull table\n")
+    (parts / f"suite--{part_slug(['sizes=128'])}.md").write_text("### Suite: sizes=128\n\nthe 128 row\n")
+    out = tmp_path / "benchmarks.md"
+    compose(str(out), str(parts))
+    text = out.read_text()
+    assert text.index("full table") < text.index("the 128 row")
+    assert text.count("\n## ") == len(AREAS) and "\n### Suite: sizes=128" in text
