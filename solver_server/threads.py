@@ -15,6 +15,7 @@ import math
 import os
 import time
 from contextlib import contextmanager
+from typing import Optional
 
 import numba
 
@@ -62,9 +63,12 @@ def machine_has_idle_core(busy_others: float = 0.0) -> bool:
 
 
 @contextmanager
-def threads_for(n_items: int, min_items: int = PARALLEL_MIN_ITEMS, busy_others: float = 0.0):
-    """Run the enclosed kernels on numba's threads only for >= min_items items of work on a machine
-    with an idle core (machine_has_idle_core), else on the calling thread."""
+def threads_for(n_items: int, min_items: Optional[int] = None, busy_others: float = 0.0):
+    """Run the enclosed kernels on numba's threads only for >= min_items items of work (default
+    PARALLEL_MIN_ITEMS, read at each call) on a machine with an idle core (machine_has_idle_core),
+    else on the calling thread."""
+    if min_items is None:
+        min_items = PARALLEL_MIN_ITEMS
     if n_items >= min_items and machine_has_idle_core(busy_others):
         yield
         return

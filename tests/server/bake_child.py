@@ -21,7 +21,7 @@ if policy:
     import solver_server.threads as threads
     threads.machine_has_idle_core = lambda busy_others=0.0: policy == "parallel"
     if policy == "parallel":
-        threads.threads_for.__defaults__ = (0, 0.0)        # no size threshold either
+        threads.PARALLEL_MIN_ITEMS = 0                      # no size threshold either
         import solver_server.backends.mesh_backend as mesh_backend
         import solver_server.solvers.block_descent.stepper as stepper
         mesh_backend.SMALL_PROBLEM = 0
