@@ -121,6 +121,18 @@ def pair_energy(X, is_ee, off, epsx, dhat):
 
 
 @njit(cache=True, fastmath=False)
+def _cross2(sv):
+    """|s_0 x s_1|^2 (m^4) of the two parameter directions sv (2, 3): the Gram determinant
+    |s_0|^2 |s_1|^2 - (s_0 . s_1)^2 from the cross product, as the stencil's parallel test computes it
+    (the difference of products cancels to 0, or below, for edges parallel to round-off: a 10 x 10 brick
+    wall's aligned bricks divided by it, issue 19)."""
+    cx = sv[0, 1] * sv[1, 2] - sv[0, 2] * sv[1, 1]
+    cy = sv[0, 2] * sv[1, 0] - sv[0, 0] * sv[1, 2]
+    cz = sv[0, 0] * sv[1, 1] - sv[0, 1] * sv[1, 0]
+    return cx * cx + cy * cy + cz * cz
+
+
+@njit(cache=True, fastmath=False)
 def _closest(X, kind, i0, i1, i2, i3, c, dc, sv, r):
     """Closest-point coefficients c (4,), parameter directions dc (2, 4) and s_j = sum dc_j x (2, 3),
     difference r (3,). Returns the number of free parameters (0, 1, 2)."""
@@ -178,7 +190,7 @@ def _closest(X, kind, i0, i1, i2, i3, c, dc, sv, r):
         g11 = sv[1, 0] * sv[1, 0] + sv[1, 1] * sv[1, 1] + sv[1, 2] * sv[1, 2]
         q0 = -(sv[0, 0] * r0x + sv[0, 1] * r0y + sv[0, 2] * r0z)
         q1 = -(sv[1, 0] * r0x + sv[1, 1] * r0y + sv[1, 2] * r0z)
-        det = g00 * g11 - g01 * g01
+        det = _cross2(sv)   # = g00 g11 - g01^2, without its cancellation (0 for nearly parallel edges)
         beta0 = (g11 * q0 - g01 * q1) / det
         beta1 = (g00 * q1 - g01 * q0) / det
     for i in range(4):
@@ -344,7 +356,7 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
         g00 = 2.0 * (sv[0, 0] * sv[0, 0] + sv[0, 1] * sv[0, 1] + sv[0, 2] * sv[0, 2])
         g01 = 2.0 * (sv[0, 0] * sv[1, 0] + sv[0, 1] * sv[1, 1] + sv[0, 2] * sv[1, 2])
         g11 = 2.0 * (sv[1, 0] * sv[1, 0] + sv[1, 1] * sv[1, 1] + sv[1, 2] * sv[1, 2])
-        det = g00 * g11 - g01 * g01
+        det = 4.0 * _cross2(sv)   # = g00 g11 - g01^2 (g = 2 s.s), without the cancellation
         i00 = g11 / det
         i01 = -g01 / det
         i11 = g00 / det
