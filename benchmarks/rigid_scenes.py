@@ -214,7 +214,10 @@ def make(kind: str, frames: int, substeps: int = 1, size: int = 0) -> tuple:
     G, GT, _ = grid_sheet((4.0, 4.0), (2, 2), center=(0.0, 0.0, 0.0))
     colliders = [Body("ground", "collider", G, GT, material=Material(friction=0.5))]
     if kind == "bin":
-        colliders = [_bin_collider()]     # its floor is the ground
+        # the ground 2 mm below the bin's floor (not coplanar: the crossing counts would count the two
+        # colliders' overlap), so that props spilling over the walls land instead of falling forever
+        colliders = [_bin_collider(), Body("ground", "collider", G - [0.0, 0.0, 0.002], GT,
+                                           material=Material(friction=0.5))]
     if kind == "wall":
         colliders.append(_ramp_collider())
     st = Settings(frame_start=1, frame_end=frames + 1, solver_quality="accurate", substeps=substeps)
