@@ -379,7 +379,8 @@ def run_bullet(kind: str, frames: int, shape: str = "", size: int = 0) -> dict:
             pos.append(loc @ M[:3, :3].T + M[:3, 3])
         cross += count_intersections(np.ascontiguousarray(np.concatenate(pos + [G])), f, e)
         worst = max(worst, deepest(rests, pos, boxes))
-    label = {"BOX": "Box", "CONVEX_HULL": "Convex Hull"}.get(shape, shape) if shape else LABEL[kind]
+    names = {"BOX": "Box", "CONVEX_HULL": "Convex Hull", "SPHERE": "Sphere", "MESH": "Mesh"}
+    label = names.get(shape, shape) if shape else ", ".join(sorted({names.get(bx[2], bx[2]) for bx in boxes}))
     log("abd", f"  Bullet {kind} ({label}): {np.mean(cpu[1:]):.5f} CPU s/frame, {cross} crossings, "
                f"deepest {1e3 * worst:.2f} mm")
     return {"solver": f"Blender rigid body (Bullet), {label} shapes", "scene": kind, "frames": frames, "cpu": float(np.mean(cpu[1:])),
