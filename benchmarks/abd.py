@@ -373,14 +373,17 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
             accurate: bool = True, blender: bool = True, partial: str = "", fem_frames: int = 0, fem_div: int = 0,
             fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False,
             shapes: tuple = (), bullet_shapes: tuple = ("BOX", "CONVEX_HULL"), profile: bool = False,
-            pull: str = "grouped", bent: str = "on", scenes: tuple = (), scene_frames: int = 48) -> list:
+            pull: str = "grouped", bent: str = "on", scenes: tuple = (), scene_frames: int = 48,
+            scene_substeps: int = 0) -> list:
     """shapes=mesh,box,...: only the collision-shape table (Converged solver on each shape, Bullet with
     bullet_shapes), profile=yes: cProfile of each Clearance run to stderr; pull=spread|grouped|both: how contact
     Hessians reach the bodies' 12 x 12 blocks (model/dof_map.py: "spread", every vertex entry spread into 16
     triplets, the path before; "grouped", summed per body pair; "both": each shape run with both, same run);
     bent=on|off|both: Newton's full step bent towards rotations (bodies/affine.py rotation_following_step);
-    scenes=stack,dominoes,pile: only the rigid-scenes table (benchmarks/rigid_scenes.py), scene_frames each,
-    Clearance (Box shapes; dominoes and pile with 2 substeps) and Bullet (Box shapes) in the same run."""
+    scenes=stack,dominoes,pile,pile100,pile100_hull,bin,wall: only the rigid-scenes table
+    (benchmarks/rigid_scenes.py), scene_frames each (a scene given as name:size:frames takes its own size and
+    frame count), Clearance (dominoes and pile with 2 substeps, the others 1, or scene_substeps when > 0) and
+    Bullet (matching shapes) in the same run."""
     if fem_quality not in ("fast", "accurate", "both"):
         raise SystemExit(f"abd: fem_quality must be fast, accurate or both, not {fem_quality!r}")
     if quick:
@@ -388,13 +391,19 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
     a = SimpleNamespace(cubes=cubes, div=div, frames=frames, layer=layer)
     parts = []
     if scenes:
+        import os
         from . import rigid_scenes as rs
         res = []
-        for kind in scenes:
-            res.append(rs.run_clearance(kind, scene_frames, 1 if kind == "stack" else 2))
+        for spec in scenes:   # name, name:size or name:size:frames
+            kind, _, rest = str(spec).partition(":")
+            size, _, nfr = rest.partition(":")
+            nf = int(nfr) if nfr else scene_frames
+            sub = scene_substeps if scene_substeps > 0 else (2 if kind in ("dominoes", "pile") else 1)
             if blender:
-                res.append(rs.run_bullet(kind, scene_frames))
-        return rs.table(res, scene_frames)
+                res.append(rs.run_bullet(kind, nf, size=int(size or 0)))
+            res.append(rs.run_clearance(kind, nf, sub, int(size or 0)))
+            _log("load average %.2f %.2f %.2f" % os.getloadavg())
+        return rs.table(res, scene_frames, "%.1f (1 min) at the end" % os.getloadavg()[0])
     if shapes:
         from solver_server.bodies import AffineBodies
         from solver_server.model.dof_map import DofMap

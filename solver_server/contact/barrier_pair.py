@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .barrier import barrier, barrier_first_derivative, barrier_second_derivative
-from .distance import KIND_PP, KIND_PE, KIND_PT, point_triangle_stencil, edge_edge_stencil, stencil_closest_into
+from .distance import KIND_PP, KIND_PE, KIND_PT, point_triangle_stencil, edge_edge_stencil, gram_det, stencil_closest_into
 from .eigen_small import jacobi_eigh, tridiagonal_ql_eigh
 from .mollifier import mollifier
 
@@ -272,7 +272,7 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
         g00 = 2.0 * (sv[0, 0] * sv[0, 0] + sv[0, 1] * sv[0, 1] + sv[0, 2] * sv[0, 2])
         g01 = 2.0 * (sv[0, 0] * sv[1, 0] + sv[0, 1] * sv[1, 1] + sv[0, 2] * sv[1, 2])
         g11 = 2.0 * (sv[1, 0] * sv[1, 0] + sv[1, 1] * sv[1, 1] + sv[1, 2] * sv[1, 2])
-        det = g00 * g11 - g01 * g01
+        det = 4.0 * gram_det(sv)   # = g00 g11 - g01^2 (g = 2 s.s), without the cancellation
         i00 = g11 / det
         i01 = -g01 / det
         i11 = g00 / det

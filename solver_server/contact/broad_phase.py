@@ -147,19 +147,24 @@ def _accept(mode, q, t, faces, edges, vbody, self_contact, static):
 
 @njit(cache=True, fastmath=False, _nrt=False)
 def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
-                   vbody, self_contact, static, buf):
+                   vbody, self_contact, static, buf, qidx, tidx):
     """Accepted targets of query q written to buf while it has room. Returns their number; the
     caller grows buf and asks again when it exceeds buf.shape[0] (buf of size 0: count only).
-    A pair is reported only from the cell holding the lower corner of the two boxes' overlap."""
+    A pair is reported only from the cell holding the lower corner of the two boxes' overlap.
+    q and the hashed targets index the box arrays; qidx / tidx (int64) map them to the element ids
+    (vertex, face or edge) that the filters read and buf receives (identity when nothing is culled;
+    both increasing, so the edge-edge order q < t is the elements' order)."""
     n = 0
+    oq = qidx[q]
     cap = buf.shape[0]
     x0, y0, z0, x1, y1, z1 = _cell_range(qlo[q], qhi[q], origin, inv_cell)
     ncell = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
     if ncell > MAX_CELLS:
         for t in range(tlo.shape[0]):
-            if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+            if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, oq, tidx[t], faces, edges, vbody, self_contact,
+                                                              static):
                 if n < cap:
-                    buf[n] = t
+                    buf[n] = tidx[t]
                 n += 1
         return n
     qlo0, qlo1, qlo2 = qlo[q, 0], qlo[q, 1], qlo[q, 2]
@@ -180,30 +185,30 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
                     cz = np.int64(np.floor((max(qlo2, boxes[s, 2]) - origin[2]) * inv_cell))
                     if cx != ix or cy != iy or cz != iz:
                         continue
-                    if _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+                    if _accept(mode, oq, tidx[t], faces, edges, vbody, self_contact, static):
                         if n < cap:
-                            buf[n] = t
+                            buf[n] = tidx[t]
                         n += 1
     for bi in range(big.shape[0]):
         t = big[bi]
-        if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, q, t, faces, edges, vbody, self_contact, static):
+        if _overlap(qlo, qhi, tlo, thi, q, t) and _accept(mode, oq, tidx[t], faces, edges, vbody, self_contact, static):
             if n < cap:
-                buf[n] = t
+                buf[n] = tidx[t]
             n += 1
     return n
 
 
 @njit(cache=True, fastmath=False)
 def query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
-                vbody, self_contact, static, buf):
+                vbody, self_contact, static, buf, qidx, tidx):
     """_query_targets of query q into buf, replaced by one twice the count when it was too small:
-    returns (count, buf)."""
+    returns (count, buf). buf receives element ids (tidx of the hashed targets)."""
     n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
-                       vbody, self_contact, static, buf)
+                       vbody, self_contact, static, buf, qidx, tidx)
     if n > buf.shape[0]:
         buf = np.empty(2 * n, dtype=np.int64)
         n = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                           edges, vbody, self_contact, static, buf)
+                           edges, vbody, self_contact, static, buf, qidx, tidx)
     return n, buf
 
 
@@ -238,9 +243,9 @@ def _chunk_count(n):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single):
-    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32, in query order
-    (several threads: count, then write)."""
+def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single, qidx, tidx):
+    """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32 element ids (qidx / tidx of
+    the box rows), in query order (several threads: count, then write)."""
     nq = qlo.shape[0]
     nt = tlo.shape[0]
     if nq == 0 or nt == 0:
@@ -253,13 +258,13 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         m = 0
         for q in range(nq):
             n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                                 edges, vbody, self_contact, static, buf)
+                                 edges, vbody, self_contact, static, buf, qidx, tidx)
             if m + n > out.shape[0]:
                 grown = np.empty((2 * (m + n), 2), dtype=np.int32)
                 grown[:m] = out[:m]
                 out = grown
             for j in range(n):
-                out[m + j, 0] = q
+                out[m + j, 0] = qidx[q]
                 out[m + j, 1] = buf[j]
             m += n
         return out[:m].copy()
@@ -269,7 +274,7 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         empty = np.empty(0, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
             counts[q + 1] = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
-                                           mode, faces, edges, vbody, self_contact, static, empty)
+                                           mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx)
     for q in range(nq):
         counts[q + 1] += counts[q]
     out = np.empty((counts[nq], 2), dtype=np.int32)
@@ -280,49 +285,186 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
             if n > buf.shape[0]:
                 buf = np.empty(2 * n, dtype=np.int64)
             _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                           edges, vbody, self_contact, static, buf)
+                           edges, vbody, self_contact, static, buf, qidx, tidx)
             for j in range(n):
-                out[counts[q] + j, 0] = q
+                out[counts[q] + j, 0] = qidx[q]
                 out[counts[q] + j, 1] = buf[j]
     return out
 
 
-def overlapping_box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static):
+def overlapping_box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, qidx=None,
+                          tidx=None):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32; one pass when numba
-    runs on one thread."""
+    runs on one thread. qidx / tidx: the element ids of the box rows (default: row i is element i)."""
+    if qidx is None:
+        qidx = np.arange(qlo.shape[0], dtype=np.int64)
+    if tidx is None:
+        tidx = np.arange(tlo.shape[0], dtype=np.int64)
     return _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static,
-                             numba.get_num_threads() == 1)
+                             numba.get_num_threads() == 1, qidx, tidx)
 
 
-def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:
+# --- body-level culling (issue 19) ------------------------------------------------------------------
+# A pair (vertex or edge of body a, face or edge of body b) can only be reported when its two boxes
+# overlap; each lies inside its body's box (the union of that body's element boxes), so the element of
+# a meets the box of b. An element whose box meets no box of a body it may pair with (another body, not
+# both static; its own body only with self contact) has no candidate pair at all and is left out of the
+# hash grid, the queries and CCD: the pairs found are exactly the unculled ones.
+
+@njit(cache=True, fastmath=False)
+def _body_boxes(vlo, vhi, flo, fhi, elo, ehi, faces, edges, vbody, nb):
+    """(nb, 3) lo / hi: per body the union of its vertex, face and edge boxes (m); empty bodies +-inf."""
+    blo = np.full((nb, 3), np.inf)
+    bhi = np.full((nb, 3), -np.inf)
+    for i in range(vlo.shape[0]):
+        b = vbody[i]
+        for a in range(3):
+            blo[b, a] = min(blo[b, a], vlo[i, a])
+            bhi[b, a] = max(bhi[b, a], vhi[i, a])
+    for i in range(flo.shape[0]):
+        b = vbody[faces[i, 0]]
+        for a in range(3):
+            blo[b, a] = min(blo[b, a], flo[i, a])
+            bhi[b, a] = max(bhi[b, a], fhi[i, a])
+    for i in range(elo.shape[0]):
+        b = vbody[edges[i, 0]]
+        for a in range(3):
+            blo[b, a] = min(blo[b, a], elo[i, a])
+            bhi[b, a] = max(bhi[b, a], ehi[i, a])
+    return blo, bhi
+
+
+@njit(cache=True, fastmath=False)
+def _body_neighbours(blo, bhi, self_contact, static):
+    """CSR (start (nb+1,), list) of the bodies whose boxes overlap body b's and that b may pair with:
+    another body unless both are static (sort and sweep on x, O(nb log nb + overlaps))."""
+    nb = blo.shape[0]
+    order = np.argsort(blo[:, 0])
+    cnt = np.zeros(nb + 1, dtype=np.int64)
+    pa = np.empty(max(16, 4 * nb), dtype=np.int64)
+    pb = np.empty(max(16, 4 * nb), dtype=np.int64)
+    m = 0
+    for ii in range(nb):
+        i = order[ii]
+        if not blo[i, 0] <= bhi[i, 0]:
+            continue           # no element
+        for jj in range(ii + 1, nb):
+            j = order[jj]
+            if blo[j, 0] > bhi[i, 0]:
+                break
+            if not (blo[i, 1] <= bhi[j, 1] and blo[j, 1] <= bhi[i, 1] and blo[i, 2] <= bhi[j, 2]
+                    and blo[j, 2] <= bhi[i, 2] and blo[j, 0] <= bhi[j, 0]):
+                continue
+            if static[i] != 0 and static[j] != 0:
+                continue
+            if m + 1 > pa.shape[0]:
+                pa2 = np.empty(2 * pa.shape[0], dtype=np.int64)
+                pb2 = np.empty(2 * pa.shape[0], dtype=np.int64)
+                pa2[:m] = pa[:m]
+                pb2[:m] = pb[:m]
+                pa = pa2
+                pb = pb2
+            pa[m] = i
+            pb[m] = j
+            m += 1
+            cnt[i + 1] += 1
+            cnt[j + 1] += 1
+    for b in range(nb):
+        cnt[b + 1] += cnt[b]
+    lst = np.empty(cnt[nb], dtype=np.int64)
+    fill = cnt[:nb].copy()
+    for k in range(m):
+        lst[fill[pa[k]]] = pb[k]
+        fill[pa[k]] += 1
+        lst[fill[pb[k]]] = pa[k]
+        fill[pb[k]] += 1
+    return cnt, lst
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _kept(lo, hi, body, blo, bhi, nstart, nlist, self_contact):
+    """Indices (int64, increasing) of the elements (boxes lo / hi, body ids) whose box meets the box of
+    a body they may pair with (see above); every element of a self-contacting body is kept."""
+    m = lo.shape[0]
+    keep = np.zeros(m, dtype=np.bool_)
+    for i in prange(m):
+        b = body[i]
+        if self_contact[b] != 0:
+            keep[i] = True
+            continue
+        for k in range(nstart[b], nstart[b + 1]):
+            c = nlist[k]
+            if (lo[i, 0] <= bhi[c, 0] and blo[c, 0] <= hi[i, 0] and lo[i, 1] <= bhi[c, 1] and blo[c, 1] <= hi[i, 1]
+                    and lo[i, 2] <= bhi[c, 2] and blo[c, 2] <= hi[i, 2]):
+                keep[i] = True
+                break
+    return np.nonzero(keep)[0].astype(np.int64)
+
+
+def cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh: CollisionMesh):
+    """Element ids (vertices, faces, edges; int64, increasing) that can be in a candidate pair of boxes
+    vlo/vhi, flo/fhi, elo/ehi (m): those whose box meets the box of a body they may pair with. None when
+    culling cannot remove anything (one body, or every body self-contacting)."""
+    vb = mesh.vertex_body
+    nb = int(mesh.body_friction.shape[0])
+    if nb < 2 or vb.shape[0] == 0 or np.all(mesh.self_contact[np.unique(vb)] != 0):
+        return None
+    blo, bhi = _body_boxes(vlo, vhi, flo, fhi, elo, ehi, mesh.faces, mesh.edges, vb, nb)
+    nstart, nlist = _body_neighbours(blo, bhi, mesh.self_contact, mesh.body_static)
+    fb = vb[mesh.faces[:, 0]] if mesh.faces.shape[0] else np.zeros(0, np.int32)
+    eb = vb[mesh.edges[:, 0]] if mesh.edges.shape[0] else np.zeros(0, np.int32)
+    return (_kept(vlo, vhi, vb, blo, bhi, nstart, nlist, mesh.self_contact),
+            _kept(flo, fhi, np.ascontiguousarray(fb), blo, bhi, nstart, nlist, mesh.self_contact),
+            _kept(elo, ehi, np.ascontiguousarray(eb), blo, bhi, nstart, nlist, mesh.self_contact))
+
+
+def culled_boxes(x0, x1, mesh: CollisionMesh, pad: float, cull: bool = True):
+    """Boxes of the elements that may be in a candidate pair, over positions x0 and x1, inflated by the
+    elements' contact offsets + pad (m): ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), rows of
+    element ids vi / fi / ei (int64). cull=False keeps every element (the reference for the tests)."""
+    verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
+    vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + pad)
+    flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + pad)
+    elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + pad)
+    kept = cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh) if cull else None
+    if kept is None:
+        return ((vlo, vhi, np.arange(vlo.shape[0], dtype=np.int64)), (flo, fhi, np.arange(flo.shape[0], dtype=np.int64)),
+                (elo, ehi, np.arange(elo.shape[0], dtype=np.int64)))
+    vi, fi, ei = kept
+    return ((np.ascontiguousarray(vlo[vi]), np.ascontiguousarray(vhi[vi]), vi),
+            (np.ascontiguousarray(flo[fi]), np.ascontiguousarray(fhi[fi]), fi),
+            (np.ascontiguousarray(elo[ei]), np.ascontiguousarray(ehi[ei]), ei))
+
+
+CULL = True   # body-level culling in the broad phase and CCD (False: every element, for comparison)
+
+
+def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None) -> Candidates:
     x0 = np.ascontiguousarray(x0, dtype=np.float64).reshape(-1, 3)
     x1 = np.ascontiguousarray(x1, dtype=np.float64).reshape(-1, 3)
     with threads_for(mesh.n_verts + mesh.edges.shape[0]):
-        return _candidates_impl(x0, x1, mesh, dhat)
+        return _candidates_impl(x0, x1, mesh, dhat, CULL if cull is None else cull)
 
 
-def _candidates_impl(x0, x1, mesh, dhat):
-    half = 0.5 * float(dhat)
-    verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
-    vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + half)
-    flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + half)
-    elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + half)
-    pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact,
-                    mesh.body_static)
-    ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact,
-                    mesh.body_static)
+def _candidates_impl(x0, x1, mesh, dhat, cull):
+    (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x0, x1, mesh, 0.5 * float(dhat), cull)
+    filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
+    pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi)
+    ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei)
     return Candidates(pt, ee)
 
 
-def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float) -> Candidates:
+def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None) -> Candidates:
     """Point-triangle and edge-edge pairs whose boxes, inflated by dhat/2 + offsets (m), overlap.
 
-    Superset of every pair whose contact distance is below dhat.
+    Superset of every pair whose contact distance is below dhat. cull: leave out elements whose box meets
+    no other body's box (default ``CULL``; the same pairs either way).
     """
-    return _candidates(x, x, mesh, dhat)
+    return _candidates(x, x, mesh, dhat, cull)
 
 
-def find_candidates_ccd(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float = 0.0) -> Candidates:
+def find_candidates_ccd(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float = 0.0,
+                        cull=None) -> Candidates:
     """Pairs whose swept boxes (enclosing positions x0 and x1, inflated by dhat/2 + offsets) overlap:
     a superset of every pair that can come into contact along the straight motion x0 -> x1."""
-    return _candidates(x0, x1, mesh, dhat)
+    return _candidates(x0, x1, mesh, dhat, cull)

@@ -15,7 +15,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .broad_phase import element_boxes, hash_grid, query_grown
+from . import broad_phase
+from .broad_phase import culled_boxes, hash_grid, query_grown
 from .distance import point_triangle_stencil, edge_edge_stencil
 from .mesh import CollisionMesh
 from solver_server.threads import threads_for
@@ -160,11 +161,12 @@ def _chunk_count(n):
 
 @njit(cache=True, fastmath=False, parallel=True)
 def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, vertex_offset,
-                   face_offset, edge_offset, eta, t_start, max_iter):
+                   face_offset, edge_offset, eta, t_start, max_iter, qidx, tidx):
     """Smallest ACCD time of impact over every accepted query/target pair with overlapping swept
     boxes (mode 0: vertex-face, 1: edge-edge), broad and narrow phase fused: no pair list is
     built, and each chunk of queries passes its running minimum as the upper time bound of the
-    next pair, so far pairs exit after one distance evaluation (same result as bound 1)."""
+    next pair, so far pairs exit after one distance evaluation (same result as bound 1). qidx / tidx:
+    the element ids of the box rows (broad_phase.culled_boxes)."""
     nq = qlo.shape[0]
     if nq == 0 or tlo.shape[0] == 0:
         return t_start
@@ -179,10 +181,10 @@ def _min_toi_sweep(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_con
         ids = np.empty(4, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
             n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                                 faces, edges, vbody, self_contact, static, buf)
+                                 faces, edges, vbody, self_contact, static, buf, qidx, tidx)
             for jt in range(n):
                 t = buf[jt]
-                off = pair_of(mode, q, t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
+                off = pair_of(mode, qidx[q], t, faces, edges, vertex_offset, face_offset, edge_offset, ids)
                 gather_motion(x, p, ids, X0, P)
                 toi = accd_pair(X0, P, mode == 1, off, eta, tcur, max_iter)
                 if toi < tcur:
@@ -209,26 +211,26 @@ def edge_edge_ccd_batch(X0: np.ndarray, X1: np.ndarray, eta: float = 0.1, tmax: 
 
 
 def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float, eta: float = 0.1,
-                  max_iter: int = DEFAULT_MAX_ITER) -> float:
+                  max_iter: int = DEFAULT_MAX_ITER, cull=None) -> float:
     """Largest alpha in [0, 1] (conservative) such that x + t p, t in [0, alpha], keeps every pair's
     contact distance > 0; pairs keep at least eta times their start distance at alpha.
 
     x, p: (n, 3) or (3n,) positions (m) and search direction (m). Broad phase over swept boxes.
     dhat is accepted for interface symmetry; boxes are inflated by the contact offsets only,
     which already encloses every pair that can reach contact distance 0. Broad and narrow phase
-    run fused (no candidate list), edge-edge pairs start from the point-triangle minimum.
+    run fused (no candidate list), edge-edge pairs start from the point-triangle minimum. Elements whose
+    swept box meets no other body's swept box are left out first (broad_phase.culled_boxes; cull default
+    broad_phase.CULL): they have no pair, so the result is the same.
     """
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     p = np.ascontiguousarray(p, dtype=np.float64).reshape(-1, 3)
     x1 = x + p
     m = mesh
     with threads_for(m.n_verts + m.edges.shape[0]):
-        verts = np.arange(m.n_verts, dtype=np.int32).reshape(-1, 1)
-        vlo, vhi = element_boxes(x, x1, verts, m.vertex_offset)
-        flo, fhi = element_boxes(x, x1, m.faces, m.face_offset)
-        elo, ehi = element_boxes(x, x1, m.edges, m.edge_offset)
+        (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(
+            x, x1, m, 0.0, broad_phase.CULL if cull is None else cull)
         args = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static, m.vertex_offset, m.face_offset,
                 m.edge_offset, float(eta))
-        alpha = _min_toi_sweep(x, p, vlo, vhi, flo, fhi, 0, *args, 1.0, int(max_iter))
-        alpha = _min_toi_sweep(x, p, elo, ehi, elo, ehi, 1, *args, alpha, int(max_iter))
+        alpha = _min_toi_sweep(x, p, vlo, vhi, flo, fhi, 0, *args, 1.0, int(max_iter), vi, fi)
+        alpha = _min_toi_sweep(x, p, elo, ehi, elo, ehi, 1, *args, alpha, int(max_iter), ei, ei)
     return float(min(1.0, alpha))

@@ -212,6 +212,17 @@ def stencil_coefficients_into(kind, i0, i1, i2, i3, c0, dc):
 
 
 @njit(cache=True, fastmath=False)
+def gram_det(s):
+    """|s_0|^2 |s_1|^2 - (s_0 . s_1)^2 (m^4) of the parameter directions s (2, 3), as |s_0 x s_1|^2: the
+    difference of products cancels to 0 (a division by zero) for edges parallel to round-off, which the
+    stencil's cross-product test still calls interior (aligned bricks of a wall, issue 19)."""
+    cx = s[0, 1] * s[1, 2] - s[0, 2] * s[1, 1]
+    cy = s[0, 2] * s[1, 0] - s[0, 0] * s[1, 2]
+    cz = s[0, 0] * s[1, 1] - s[0, 1] * s[1, 0]
+    return cx * cx + cy * cy + cz * cz
+
+
+@njit(cache=True, fastmath=False)
 def stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, s):
     """Closest-point coefficients c (4,) (r = sum c_i x_i), r (3,), the coefficient directions
     dc (2, 4) and the directions s (2, 3) for the stencil at the 12-vector X of slot positions,
@@ -239,7 +250,7 @@ def stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, s):
         g11 = s[1, 0] * s[1, 0] + s[1, 1] * s[1, 1] + s[1, 2] * s[1, 2]
         q0 = -(s[0, 0] * r0x + s[0, 1] * r0y + s[0, 2] * r0z)
         q1 = -(s[1, 0] * r0x + s[1, 1] * r0y + s[1, 2] * r0z)
-        det = g00 * g11 - g01 * g01
+        det = gram_det(s)   # g00 g11 - g01^2 without its cancellation (nearly parallel edges)
         beta0 = (g11 * q0 - g01 * q1) / det
         beta1 = (g00 * q1 - g01 * q0) / det
     for i in range(4):
@@ -298,7 +309,7 @@ def stencil_grad_hess(X, kind, i0, i1, i2, i3, g, H, want_hess):
         g00 = 2.0 * (s[0, 0] * s[0, 0] + s[0, 1] * s[0, 1] + s[0, 2] * s[0, 2])
         g01 = 2.0 * (s[0, 0] * s[1, 0] + s[0, 1] * s[1, 1] + s[0, 2] * s[1, 2])
         g11 = 2.0 * (s[1, 0] * s[1, 0] + s[1, 1] * s[1, 1] + s[1, 2] * s[1, 2])
-        det = g00 * g11 - g01 * g01
+        det = 4.0 * gram_det(s)   # g00 g11 - g01^2 (g = 2 s.s) without the cancellation
         i00 = g11 / det
         i01 = -g01 / det
         i11 = g00 / det

@@ -188,9 +188,11 @@ def _block_layout(coef):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart):
+def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart, majv):
     """Per-pair 3x3 blocks c_i c_j mu lambda T M T^T, M = f1/y I + (f1/y)'/y u u^T (2x2). M has the
-    eigenvalues f1/y (across u) and f1' (along u); projection clamps them at 0 in closed form."""
+    eigenvalues f1/y (across u) and f1' (along u); projection clamps them at 0 in closed form. With
+    projection, a pair whose slip y is below K eps, K the largest majv (n,) of its vertices, takes f1/y
+    along u too (see friction_hessian)."""
     K = ids.shape[0]
     nb = bstart[K]
     bi = np.empty(nb, dtype=np.int32)
@@ -211,6 +213,12 @@ def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart):
         if project and y > 0.0:
             lam_t = max(a, 0.0)                   # across u
             lam_u = max(a + bq * y * y, 0.0)      # along u (= f1'(y))
+            kmaj = 0.0
+            for i in range(4):
+                if coef[k, i] != 0.0:
+                    kmaj = max(kmaj, majv[ids[k, i]])
+            if y < kmaj * eps:
+                lam_u = lam_t                     # f1(y)/y along u too: the quadratic that lies above f0
             h0 = u0 / y
             h1 = u1 / y
             m00 = lam_t + (lam_u - lam_t) * h0 * h0
@@ -270,14 +278,23 @@ def friction_gradient(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_
 
 
 def friction_hessian(x: np.ndarray, x_prev: np.ndarray, fs: FrictionSet, eps_v_h: float,
-                     project_psd: bool = True):
+                     project_psd: bool = True, majorize=None):
     """Hessian of friction_energy as COO triplets (rows int32, cols int32, vals float64), 3n DOFs,
-    without duplicates and sorted by row then column (see block_assembly)."""
+    without duplicates and sorted by row then column (see block_assembly).
+
+    majorize (n,) float or None: per vertex a factor K >= 0. With project_psd, a pair whose tangential slip
+    y (m) is below K eps (K the largest of its vertices') gets the curvature f1(y) / y along its slip u
+    instead of f1'(y) (0 once sliding, y >= eps): the Hessian of the quadratic that touches
+    f0(|u|) at the current u and lies above it everywhere (f0(sqrt s) is concave in s), so the Newton
+    step cannot jump across the sticking zone to a slip the other way, the stick / slip switching that
+    stopped frictional piles at the iteration cap (docs/solver.md, the body step). None: 0 everywhere (the
+    exact projected Hessian)."""
     x, x_prev = _xs(x, x_prev)
+    majv = np.zeros(x.shape[0]) if majorize is None else np.ascontiguousarray(majorize, dtype=np.float64)
     if len(fs) == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
     with threads_for(len(fs)):
         bstart = _block_layout(fs.coef)
         bi, bj, bval = _hessian_blocks(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h),
-                                       bool(project_psd), bstart)
+                                       bool(project_psd), bstart, majv)
         return sum_blocks(bi, bj, bval, x.shape[0])

@@ -85,6 +85,8 @@ def _push_pairs(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         return 0
     origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
     buf = np.empty(64, dtype=np.int64)
+    qidx = np.arange(nq)
+    tidx = np.arange(tlo.shape[0])
     X0 = np.empty(12)
     P = np.empty(12)
     ids = np.empty(4, dtype=np.int64)
@@ -95,7 +97,7 @@ def _push_pairs(x, p, qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
     hits = 0
     for q in range(nq):
         n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                             faces, edges, vbody, self_contact, static, buf)
+                             faces, edges, vbody, self_contact, static, buf, qidx, tidx)
         for jt in range(n):
             off = pair_of(mode, q, buf[jt], faces, edges, vertex_offset, face_offset, edge_offset, ids)
             if not gather_motion(x, p, ids, X0, P):
