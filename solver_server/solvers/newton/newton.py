@@ -71,7 +71,7 @@ def _bent_step_accepted(obj, x: np.ndarray, p: np.ndarray) -> bool:
 LOCAL_SEEDS = 200         # vertices; 0 switches the refinement off
 LOCAL_RINGS = 3
 LOCAL_RES = 10.0          # x tol: only in the tail of a step (the step residual within 10 x the tolerance)
-LOCAL_ITERS = 6           # local Newton iterations per refinement, at most
+LOCAL_ITERS = 3           # local Newton iterations per refinement, at most
 LOCAL_MAX_REGION = 3000   # vertices: a larger region is left to the global iterations
 
 
