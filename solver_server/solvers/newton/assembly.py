@@ -68,7 +68,7 @@ class RegionPattern:
         mark = np.zeros(nv * nv, bool)
         mark[pair] = True
         mark[diag] = True
-        blk = np.cumsum(mark) - 1                  # block number of each marked pair, row-major
+        blk = np.cumsum(mark, dtype=np.int32) - 1   # block number of each marked pair, row-major (nv <= 3000)
         bidx = np.nonzero(mark)[0]
         self.nv = nv
         self.nb = int(bidx.size)
