@@ -71,6 +71,30 @@ class ElasticTerms:
                               np.concatenate(cols) if cols else np.zeros(0, np.int64))
         return self._patterns
 
+    _GROUP_FIELDS = {"tets": "tet_", "tets10": "tet10_", "tris": "tri_", "shells": "shell_",
+                     "rod_edges": "rod_rest rod_k", "rod_bends": "rod_kw rod_d0"}
+
+    def subset(self, verts: np.ndarray) -> "ElasticTerms":
+        """The elements with at least one vertex in the boolean mask ``verts`` (n_verts,), same units and
+        vertex numbering: their Hessian's block over those vertices equals the whole Hessian's (an element
+        without such a vertex adds nothing there). Used for Newton's local refinement (solvers/newton/newton.py)."""
+        from dataclasses import fields, replace
+        kw = {}
+        names = [f.name for f in fields(self)]
+        for group, el in self._groups():
+            if not len(el):
+                continue
+            keep = verts[el].any(axis=1)
+            kw[group] = np.ascontiguousarray(el[keep])
+            pref = self._GROUP_FIELDS[group]
+            owned = pref.split() if " " in pref else [n for n in names if n.startswith(pref) and n != group
+                                                       and not (pref == "tet_" and n.startswith("tet10_"))]
+            for n in owned:
+                a = getattr(self, n)
+                if isinstance(a, np.ndarray) and a.ndim and len(a) == len(el):
+                    kw[n] = np.ascontiguousarray(a[keep])
+        return replace(self, **kw)
+
     def n_elements(self) -> int:
         return sum(len(el) for _, el in self._groups())
 

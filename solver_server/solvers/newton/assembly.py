@@ -51,3 +51,36 @@ def free_block(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dof_map: np
     fc = dof_map[np.asarray(cols, np.int64)]
     keep = (fr >= 0) & (fc >= 0)
     return sp.csr_matrix((np.asarray(vals)[keep], (fr[keep], fc[keep])), shape=(n_free, n_free))
+
+
+class RegionPattern:
+    """The Newton matrix's block over a set of whole vertices (local numbering 0..nv-1, DOF 3 v + axis) from
+    the global COO pattern (rows, cols) of some elements, as 3x3 blocks: the block of a vertex pair is found
+    in a dense nv x nv table instead of sorting every entry (Newton's local refinement builds one per region).
+    vloc (n_z,): local vertex index of each DOF-array row, -1 outside the region."""
+
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, vloc: np.ndarray, nv: int):
+        vr = vloc[rows // 3]
+        vc = vloc[cols // 3]
+        keep = np.nonzero((vr >= 0) & (vc >= 0))[0]
+        pair = vr[keep] * nv + vc[keep]
+        diag = np.arange(nv, dtype=np.int64) * (nv + 1)
+        mark = np.zeros(nv * nv, bool)
+        mark[pair] = True
+        mark[diag] = True
+        blk = np.cumsum(mark, dtype=np.int32) - 1   # block number of each marked pair, row-major (nv <= 3000)
+        bidx = np.nonzero(mark)[0]
+        self.nv = nv
+        self.nb = int(bidx.size)
+        self.keep = keep
+        self.slot = blk[pair] * 9 + (rows[keep] % 3) * 3 + cols[keep] % 3
+        self.diag_slot = (blk[diag][:, None] * 9 + np.array([0, 4, 8])).ravel()
+        self.indices = (bidx % nv).astype(np.int32)
+        self.indptr = np.searchsorted(bidx // nv, np.arange(nv + 1)).astype(np.int32)
+
+    def matrix(self, vals: np.ndarray, diag: np.ndarray) -> sp.csr_matrix:
+        """CSR (3 nv x 3 nv) with the pattern's values vals (one per original COO entry, N/m) and diag added."""
+        data = np.bincount(self.slot, weights=vals[self.keep], minlength=9 * self.nb).astype(np.float64)
+        data[self.diag_slot] += diag
+        return sp.bsr_matrix((data.reshape(-1, 3, 3), self.indices, self.indptr),
+                             shape=(3 * self.nv, 3 * self.nv)).tocsr()

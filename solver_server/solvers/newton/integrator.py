@@ -28,7 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-from .assembly import FreePattern, free_block
+from .assembly import FreePattern, RegionPattern, free_block
 from solver_server.integrators.bdf2 import History, gravity_rows
 from solver_server.integrators.damping import StepDamping
 from .linear_solve import LinearSolver
@@ -82,6 +82,8 @@ class IncrementalPotential:
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
+        self._sub_key = None       # region of the last region_hessian and its (elements, pattern, DOF map)
+        self._sub = None
         self.pattern = pattern if pattern is not None else FreePattern(*sys.elastic.patterns(), self.dof_map,
                                                                         self.free_dofs.size)
         M3 = np.repeat(np.where(self.dyn, self.m, 0.0), 3)
@@ -191,6 +193,57 @@ class IncrementalPotential:
                 fr, fc, fv = self.D.pull_coo(*fh)
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
+
+    def region_hessian(self, x: np.ndarray, R: np.ndarray):
+        """The block of the Newton matrix at x (N/m, as ``hessian``) over the free-DOF indices R (sorted), as a
+        CSR matrix of size R x R, for Newton's local refinement (newton.py). Only the elastic elements with a
+        vertex in R are evaluated (the others add nothing to the block) and the contact and friction pairs
+        are assembled into the block alone. The whole matrix, sliced, when damping, external terms or affine
+        bodies are on."""
+        if self.damping is not None or self.external is not None or self.ab is not None:
+            return self.hessian(x).tocsc()[R][:, R].tocsr()
+        dofs = self.free_dofs[R]
+        key = R.tobytes()
+        if self._sub_key != key:
+            lmap = -np.ones(3 * self.D.n_z, np.int64)
+            lmap[dofs] = np.arange(R.size)
+            verts = np.zeros(self.D.n_z, bool)
+            verts[dofs // 3] = True
+            vloc = -np.ones(self.D.n_z, np.int64)
+            vloc[dofs[::3] // 3] = np.arange(R.size // 3)
+            sub = self.s.elastic.subset(verts[:self.nx])
+            self._sub = (sub, RegionPattern(*sub.patterns(), vloc, R.size // 3), lmap, verts[:self.nx])
+            self._sub_key = key
+        sub, pat, lmap, vin = self._sub
+        h2 = self.h * self.h
+        _, _, v = sub.hessian(x[:self.nx])
+        diag = self.M3.copy()
+        if len(self.pen_idx):
+            dp = np.zeros_like(x)
+            dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
+            diag += dp.ravel()
+        H = pat.matrix(h2 * v, diag[dofs])
+        if self.contact is not None:
+            xs = self.D.to_x(x)
+            rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self._region_pairs(vin)))
+            if len(rb):
+                H = H + free_block(rb, cb, h2 * np.asarray(vb), lmap, R.size)
+            fh = self.contact.friction_hessian(xs, self.h)
+            if fh is not None and len(fh[0]):
+                fr, fc, fv = self.D.pull_coo(*fh)
+                H = H + free_block(fr, fc, h2 * np.asarray(fv), lmap, R.size)
+        return H
+
+    def _region_pairs(self, vin: np.ndarray):
+        """The current contact candidates with a vertex in the mask vin (n,): the only pairs whose barrier
+        Hessian reaches the region's block."""
+        from solver_server.contact.broad_phase import Candidates
+        c, m = self.cands, self.contact.mesh
+        pt = np.asarray(c.pt).reshape(-1, 2)
+        ee = np.asarray(c.ee).reshape(-1, 2)
+        kp = vin[pt[:, 0]] | vin[m.faces[pt[:, 1]]].any(axis=1)
+        ke = vin[m.edges[ee[:, 0]]].any(axis=1) | vin[m.edges[ee[:, 1]]].any(axis=1)
+        return Candidates(pt[kp], ee[ke])
 
     def search_direction(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         """A bent full step for the Newton step p: affine bodies' steps bent towards rotations
@@ -307,6 +360,7 @@ class TimeStepper:
             res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations
+            st.local_solves += res.local_solves
             st.converged = st.converged and res.converged
             if not res.converged:
                 st.residual = max(st.residual, res.residual, res.force_residual)

@@ -17,9 +17,17 @@ The objective is any object with
                             (the stop test always reads p itself)
   mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
   dof_group  (optional)  -> (f,) int64 body of each free DOF (one group for all when absent)
+  region_hessian(x, R) (optional) -> the R x R block of hessian(x) over the free-DOF indices R, computed from
+                            the elements and pairs that reach it (local refinement; else hessian(x) is sliced)
 
 Stopping rule: the shared stop test of every solver path (integrators/stop_test.py): the Newton
 step |p|_inf / h and the per-body net force, both in m/s, below the tolerance.
+
+Local refinement (``local_refine``): in the tail of a step, when the global step still moves only a few
+vertices by more than tol / 2, Newton iterations on those vertices and three rings of neighbours alone
+(the exact block of the projected Hessian, a small Cholesky, the same CCD, validity and energy filters)
+follow the global iteration; the next global iteration is the stop test, so a step is still returned
+only when the true Newton step at the returned x passes it (docs/solver.md, "Local refinement").
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ class NewtonResult:
     residual: float      # last step residual |p|_inf / h (m/s), integrators/stop_test.py
     line_search_failures: int
     force_residual: float = 0.0   # last per-body net-force residual (m/s)
+    local_solves: int = 0         # local-refinement Newton solves (small factorisations; local_refine)
 
 
 BENT_TRIES = 4   # bent steps tried per iteration: the full one, then shorter ones (see _bent_step)
@@ -76,6 +85,78 @@ def _bent_step(obj, x: np.ndarray, p: np.ndarray):
     return None
 
 
+# Local refinement (docs/solver.md, "Local refinement"): after a global iteration whose step residual was
+# below LOCAL_RES x tol and moved at most LOCAL_SEEDS vertices by more than tol / 2 (m/s), Newton runs on
+# those vertices and LOCAL_RINGS rings of their neighbours in H's pattern alone, every other DOF held.
+LOCAL_SEEDS = 200         # vertices; 0 switches the refinement off
+LOCAL_RINGS = 3
+LOCAL_RES = 10.0          # x tol: only in the tail of a step (the step residual within 10 x the tolerance)
+LOCAL_ITERS = 3           # local Newton iterations per refinement, at most
+LOCAL_MAX_REGION = 3000   # vertices: a larger region is left to the global iterations
+
+
+def _region(H, pf: np.ndarray, h: float, tol: float):
+    """Sorted free-DOF indices (whole vertices) of the vertices whose step pf (m, over the free DOFs, x, y, z
+    triples) exceeds tol / 2 (m/s) times h, grown by LOCAL_RINGS rings in H's pattern (elastic stencils and
+    contact pairs); None when there is no such vertex, more than LOCAL_SEEDS of them, or the region
+    exceeds LOCAL_MAX_REGION vertices."""
+    pv = np.abs(pf.reshape(-1, 3)).max(axis=1) / h
+    seed = pv > 0.5 * tol
+    ns = int(seed.sum())
+    if ns == 0 or ns > LOCAL_SEEDS:
+        return None
+    B = H.tocsr()
+    B = type(B)((np.ones_like(B.data), B.indices, B.indptr), shape=B.shape)
+    m = np.repeat(seed, 3).astype(np.float64)
+    for _ in range(LOCAL_RINGS):
+        m = (B @ m > 0).astype(np.float64)
+    v = (m.reshape(-1, 3) > 0).any(axis=1)
+    if v.sum() > LOCAL_MAX_REGION:
+        return None
+    return np.nonzero(np.repeat(v, 3))[0]
+
+
+def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
+    """Projected Newton on the subproblem min E(x) over the free DOFs R (indices into obj.free_dofs), every
+    other DOF held: the exact R x R block of the projected Hessian (obj.region_hessian, or the whole
+    Hessian sliced), a sparse Cholesky of that block, the same CCD bound, validity filter and energy
+    test as the global line search, at most LOCAL_ITERS iterations, stopping once the local step is below
+    tol / 2 (m/s). Every accepted point lowers E, is intersection free and inverts nothing; the caller's
+    next global iteration is the stop test. Returns (x, local solves)."""
+    from .linear_solve import solve_direct
+    free = obj.free_dofs
+    solves = 0
+    for _ in range(LOCAL_ITERS):
+        obj.prepare(x)
+        g = obj.gradient(x)[free]
+        if hasattr(obj, "region_hessian"):
+            A = obj.region_hessian(x, R)
+        else:
+            A = obj.hessian(x).tocsc()[R][:, R]
+        pr = solve_direct(A, -g[R])
+        solves += 1
+        if np.abs(pr).max() / h < 0.5 * tol:
+            break
+        p = np.zeros(x.size)
+        p[free[R]] = pr
+        p = p.reshape(-1, 3)
+        alpha = min(1.0, obj.max_step(x, p))
+        E = obj.line_search_energy(x, x + alpha * p)
+        E0 = E(x)
+        ok = False
+        while alpha > 1e-3:
+            xn = x + alpha * p
+            if obj.valid(xn) and E(xn) <= E0 + 1e-12 * abs(E0):
+                ok = True
+                break
+            alpha *= 0.5
+        if not ok:
+            break
+        x = xn
+        obj.accepted(x)
+    return x, solves
+
+
 def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
                      linear_solver="direct") -> NewtonResult:
     """Minimise obj from x (N, 3). Returns the last iterate (never one rejected by the filters).
@@ -87,6 +168,7 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
     res_g = np.inf
     fails = 0
     it = 0
+    local = 0
     if free.size == 0:
         return NewtonResult(x, 0, True, 0.0, 0, 0.0)
     for it in range(1, max_iter + 1):
@@ -106,7 +188,7 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
                 xn = x + p
                 if obj.valid(xn) and E(xn) <= E(x):
                     x = xn
-            return NewtonResult(x, it, True, res, fails, res_g)
+            return NewtonResult(x, it, True, res, fails, res_g, local)
         q = _bent_step(obj, x, p)   # e.g. affine bodies' steps bent onto rotations
         if q is not None:
             x = x + q
@@ -126,7 +208,12 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
             alpha *= 0.5
         if not accepted:
             fails += 1
-            return NewtonResult(x, it, False, res, fails, res_g)
+            return NewtonResult(x, it, False, res, fails, res_g, local)
         x = xn
         obj.accepted(x)
-    return NewtonResult(x, it, False, res, fails, res_g)
+        if LOCAL_SEEDS and res < LOCAL_RES * tol:
+            R = _region(H, pf, h, tol)
+            if R is not None:
+                x, n = local_refine(obj, x, R, h, tol)
+                local += n
+    return NewtonResult(x, it, False, res, fails, res_g, local)
