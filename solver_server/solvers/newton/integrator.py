@@ -194,6 +194,12 @@ class IncrementalPotential:
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
 
+    @property
+    def local_refinement(self) -> bool:
+        """Newton's local refinement (newton.py) runs without affine bodies only: with them the region block
+        is the whole Hessian sliced, and the stiff-body scenes (issue 19) were measured without it."""
+        return self.ab is None
+
     def region_hessian(self, x: np.ndarray, R: np.ndarray):
         """The block of the Newton matrix at x (N/m, as ``hessian``) over the free-DOF indices R (sorted), as a
         CSR matrix of size R x R, for Newton's local refinement (newton.py). Only the elastic elements with a

@@ -17,6 +17,7 @@ The objective is any object with
                             (the stop test always reads p itself)
   mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
   dof_group  (optional)  -> (f,) int64 body of each free DOF (one group for all when absent)
+  local_refinement (optional) -> False to skip the local refinement (default True)
   region_hessian(x, R) (optional) -> the R x R block of hessian(x) over the free-DOF indices R, computed from
                             the elements and pairs that reach it (local refinement; else hessian(x) is sliced)
 
@@ -211,7 +212,7 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
             return NewtonResult(x, it, False, res, fails, res_g, local)
         x = xn
         obj.accepted(x)
-        if LOCAL_SEEDS and res < LOCAL_RES * tol:
+        if LOCAL_SEEDS and res < LOCAL_RES * tol and getattr(obj, "local_refinement", True):
             R = _region(H, pf, h, tol)
             if R is not None:
                 x, n = local_refine(obj, x, R, h, tol)
