@@ -19,7 +19,12 @@ from typing import Optional
 
 import numba
 
-PARALLEL_MIN_ITEMS = 20000
+PARALLEL_MIN_ITEMS = 5000
+# items of work (elements, vertices + edges, pairs) from which a kernel runs on numba's threads when the
+# machine has an idle core: on an idle 2-core machine the 64^2 drape (4,225 vertices; every kernel between
+# 5,000 and 20,000 items) took 197 ms per Newton iteration at 5,000 against 225 ms at 20,000 (the value
+# before), the 24^2 drape 42 vs 43 ms (same iterations, same bytes: tests/server/test_determinism.py runs
+# every kernel threaded)
 
 
 LOAD_WINDOW = 60.0  # s, the time constant of the kernel's 1-minute load average

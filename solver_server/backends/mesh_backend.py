@@ -216,7 +216,7 @@ class MeshBackend(Backend):
         self.frame = int(frame)
 
 
-SMALL_PROBLEM = 20000  # elements; below this numba's thread start-up costs more than it saves
+SMALL_PROBLEM = 5000  # elements; below this numba's thread start-up costs more than it saves (threads.PARALLEL_MIN_ITEMS)
 
 
 def _choose_threads(system, fast: bool = False) -> None:
