@@ -86,6 +86,20 @@ def _bent_step(obj, x: np.ndarray, p: np.ndarray):
     return None
 
 
+def _backtrack(obj, x: np.ndarray, p: np.ndarray, alpha_min: float):
+    """The filtered backtracking line search along p from x: alpha from min(1, CCD bound), halved until x + alpha p
+    is valid (no inverted element) and does not raise the energy (to 1e-12 relative); None below alpha_min."""
+    alpha = min(1.0, obj.max_step(x, p))
+    E = obj.line_search_energy(x, x + alpha * p)
+    E0 = E(x)
+    while alpha > alpha_min:
+        xn = x + alpha * p
+        if obj.valid(xn) and E(xn) <= E0 + 1e-12 * abs(E0):
+            return xn
+        alpha *= 0.5
+    return None
+
+
 # Local refinement (docs/solver.md, "Local refinement"): after a global iteration whose step residual was
 # below LOCAL_RES x tol and moved at most LOCAL_SEEDS vertices by more than tol / 2 (m/s), Newton runs on
 # those vertices and LOCAL_RINGS rings of their neighbours in H's pattern alone, every other DOF held.
@@ -141,17 +155,8 @@ def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
         p = np.zeros(x.size)
         p[free[R]] = pr
         p = p.reshape(-1, 3)
-        alpha = min(1.0, obj.max_step(x, p))
-        E = obj.line_search_energy(x, x + alpha * p)
-        E0 = E(x)
-        ok = False
-        while alpha > 1e-3:
-            xn = x + alpha * p
-            if obj.valid(xn) and E(xn) <= E0 + 1e-12 * abs(E0):
-                ok = True
-                break
-            alpha *= 0.5
-        if not ok:
+        xn = _backtrack(obj, x, p, 1e-3)
+        if xn is None:
             break
         x = xn
         obj.accepted(x)
@@ -195,19 +200,8 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
             x = x + q
             obj.accepted(x)
             continue
-        alpha = min(1.0, obj.max_step(x, p))
-        E = obj.line_search_energy(x, x + alpha * p)
-        E0 = E(x)
-        accepted = False
-        while alpha > 1e-12:
-            xn = x + alpha * p
-            if obj.valid(xn):
-                En = E(xn)
-                if En <= E0 + 1e-12 * abs(E0):
-                    accepted = True
-                    break
-            alpha *= 0.5
-        if not accepted:
+        xn = _backtrack(obj, x, p, 1e-12)
+        if xn is None:
             fails += 1
             return NewtonResult(x, it, False, res, fails, res_g, local)
         x = xn
