@@ -106,15 +106,8 @@ def dominoes(n: int = 10, tilt_deg: float = 12.0) -> list:
 
 def pile(n: int = 27, side: int = 3) -> list:
     """n 10 cm cubes in layers of side x side, turned, falling onto the ground and each other."""
-    out = []
-    mid = 0.5 * (side - 1)
-    for i in range(n):
-        layer, k = divmod(i, side * side)
-        r, c = divmod(k, side)
-        sh = 0.05 * (layer % 2)
-        centre = ((c - mid) * 0.15 + sh, (r - mid) * 0.15 + sh, 0.06 + 0.14 * layer)
-        out.append(_cuboid(f"c{i}", (0.1, 0.1, 0.1), centre, _rz(math.radians(17.0 * layer + 3.0 * (k % 5))), div=4))
-    return out
+    from .abd import placements   # the abd benchmark's layout (abd imports this module)
+    return [_cuboid(f"c{i}", (0.1, 0.1, 0.1), c, R, div=4) for i, (c, R) in enumerate(placements(n, side))]
 
 
 def pile100(n: int = 100, shape: str = "mesh", div: int = 13) -> list:
