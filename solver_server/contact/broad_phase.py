@@ -418,53 +418,129 @@ def cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh: CollisionMesh):
             _kept(elo, ehi, np.ascontiguousarray(eb), blo, bhi, nstart, nlist, mesh.self_contact))
 
 
-def culled_boxes(x0, x1, mesh: CollisionMesh, pad: float, cull: bool = True):
+@njit(cache=True, fastmath=False, parallel=True)
+def _near_rows(lo, hi, rlo, rhi):
+    """Indices (int64, increasing) of the boxes (lo, hi) that overlap at least one box of (rlo, rhi) (m):
+    the region's boxes hashed into a grid, every box queried against its cells."""
+    m = lo.shape[0]
+    keep = np.zeros(m, dtype=np.bool_)
+    if m == 0 or rlo.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    origin, inv_cell, size, start, items, boxes, big = hash_grid(lo, hi, rlo, rhi)
+    nch = _chunk_count(m)
+    for ch in prange(nch):
+        for q in range(ch * m // nch, (ch + 1) * m // nch):
+            x0, y0, z0, x1, y1, z1 = _cell_range(lo[q], hi[q], origin, inv_cell)
+            if (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1) > MAX_CELLS:
+                for t in range(rlo.shape[0]):
+                    if _overlap(lo, hi, rlo, rhi, q, t):
+                        keep[q] = True
+                        break
+                continue
+            found = False
+            for ix in range(x0, x1 + 1):
+                for iy in range(y0, y1 + 1):
+                    for iz in range(z0, z1 + 1):
+                        if found:
+                            break
+                        h = _hash(ix, iy, iz, size)
+                        for s in range(start[h], start[h + 1]):
+                            if (lo[q, 0] <= boxes[s, 3] and boxes[s, 0] <= hi[q, 0] and lo[q, 1] <= boxes[s, 4]
+                                    and boxes[s, 1] <= hi[q, 1] and lo[q, 2] <= boxes[s, 5]
+                                    and boxes[s, 2] <= hi[q, 2]):
+                                found = True
+                                break
+            if not found:
+                for bi in range(big.shape[0]):
+                    if _overlap(lo, hi, rlo, rhi, q, big[bi]):
+                        found = True
+                        break
+            keep[q] = found
+    return np.nonzero(keep)[0].astype(np.int64)
+
+
+def _near_filter(rows, near, mesh: CollisionMesh):
+    """rows (the three (lo, hi, ids) triples of culled_boxes) cut to the elements that can pair with an element
+    touching a vertex of the mask ``near`` (n,): those whose box meets the box of such an element (a region's
+    vertices, faces and edges keep theirs). Every pair with a vertex in ``near`` whose boxes overlap survives."""
+    (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = rows
+    rv = near[vi]
+    rf = near[mesh.faces[fi]].any(axis=1)
+    re = near[mesh.edges[ei]].any(axis=1)
+    rlo = np.ascontiguousarray(np.concatenate([vlo[rv], flo[rf], elo[re]]))
+    rhi = np.ascontiguousarray(np.concatenate([vhi[rv], fhi[rf], ehi[re]]))
+    out = []
+    for lo, hi, ids in rows:
+        k = _near_rows(lo, hi, rlo, rhi)
+        out.append((np.ascontiguousarray(lo[k]), np.ascontiguousarray(hi[k]), ids[k]))
+    return tuple(out)
+
+
+def culled_boxes(x0, x1, mesh: CollisionMesh, pad: float, cull: bool = True, near=None):
     """Boxes of the elements that may be in a candidate pair, over positions x0 and x1, inflated by the
     elements' contact offsets + pad (m): ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), rows of
-    element ids vi / fi / ei (int64). cull=False keeps every element (the reference for the tests)."""
+    element ids vi / fi / ei (int64). cull=False keeps every element (the reference for the tests).
+    near (n,) bool or None: only pairs with a vertex in this mask are wanted (Newton's local refinement,
+    where every other vertex is held): elements whose box meets no box of an element touching the mask
+    are left out too (_near_filter); pairs of two elements outside the mask may remain."""
     verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
     vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + pad)
     flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + pad)
     elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + pad)
     kept = cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh) if cull else None
     if kept is None:
-        return ((vlo, vhi, np.arange(vlo.shape[0], dtype=np.int64)), (flo, fhi, np.arange(flo.shape[0], dtype=np.int64)),
+        rows = ((vlo, vhi, np.arange(vlo.shape[0], dtype=np.int64)), (flo, fhi, np.arange(flo.shape[0], dtype=np.int64)),
                 (elo, ehi, np.arange(elo.shape[0], dtype=np.int64)))
-    vi, fi, ei = kept
-    return ((np.ascontiguousarray(vlo[vi]), np.ascontiguousarray(vhi[vi]), vi),
-            (np.ascontiguousarray(flo[fi]), np.ascontiguousarray(fhi[fi]), fi),
-            (np.ascontiguousarray(elo[ei]), np.ascontiguousarray(ehi[ei]), ei))
+    else:
+        vi, fi, ei = kept
+        rows = ((np.ascontiguousarray(vlo[vi]), np.ascontiguousarray(vhi[vi]), vi),
+                (np.ascontiguousarray(flo[fi]), np.ascontiguousarray(fhi[fi]), fi),
+                (np.ascontiguousarray(elo[ei]), np.ascontiguousarray(ehi[ei]), ei))
+    return rows if near is None else _near_filter(rows, near, mesh)
+
+
+def touching(c: Candidates, mesh: CollisionMesh, near: np.ndarray) -> Candidates:
+    """The pairs of c with at least one vertex in the mask near (n,) bool."""
+    pt = np.asarray(c.pt).reshape(-1, 2)
+    ee = np.asarray(c.ee).reshape(-1, 2)
+    kp = near[pt[:, 0]] | near[mesh.faces[pt[:, 1]]].any(axis=1)
+    ke = near[mesh.edges[ee[:, 0]]].any(axis=1) | near[mesh.edges[ee[:, 1]]].any(axis=1)
+    return Candidates(np.ascontiguousarray(pt[kp]), np.ascontiguousarray(ee[ke]))
 
 
 CULL = True   # body-level culling in the broad phase and CCD (False: every element, for comparison)
 
 
-def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None) -> Candidates:
+def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None,
+                near=None) -> Candidates:
     x0 = np.ascontiguousarray(x0, dtype=np.float64).reshape(-1, 3)
     x1 = np.ascontiguousarray(x1, dtype=np.float64).reshape(-1, 3)
     with threads_for(mesh.n_verts + mesh.edges.shape[0]):
-        return _candidates_impl(x0, x1, mesh, dhat, CULL if cull is None else cull)
+        c = _candidates_impl(x0, x1, mesh, dhat, CULL if cull is None else cull, near)
+    return c if near is None else touching(c, mesh, near)
 
 
-def _candidates_impl(x0, x1, mesh, dhat, cull):
-    (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x0, x1, mesh, 0.5 * float(dhat), cull)
+def _candidates_impl(x0, x1, mesh, dhat, cull, near=None):
+    (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x0, x1, mesh, 0.5 * float(dhat), cull, near)
     filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
     pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi)
     ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei)
     return Candidates(pt, ee)
 
 
-def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None) -> Candidates:
+def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None, near=None) -> Candidates:
     """Point-triangle and edge-edge pairs whose boxes, inflated by dhat/2 + offsets (m), overlap.
 
     Superset of every pair whose contact distance is below dhat. cull: leave out elements whose box meets
-    no other body's box (default ``CULL``; the same pairs either way).
+    no other body's box (default ``CULL``; the same pairs either way). near (n,) bool: only the pairs with
+    a vertex in the mask (all of them).
     """
-    return _candidates(x, x, mesh, dhat, cull)
+    return _candidates(x, x, mesh, dhat, cull, near)
 
 
 def find_candidates_ccd(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float = 0.0,
-                        cull=None) -> Candidates:
+                        cull=None, near=None) -> Candidates:
     """Pairs whose swept boxes (enclosing positions x0 and x1, inflated by dhat/2 + offsets) overlap:
-    a superset of every pair that can come into contact along the straight motion x0 -> x1."""
-    return _candidates(x0, x1, mesh, dhat, cull)
+    a superset of every pair that can come into contact along the straight motion x0 -> x1 (near: only
+    the pairs with a vertex in that (n,) bool mask)."""
+    return _candidates(x0, x1, mesh, dhat, cull, near)

@@ -211,7 +211,7 @@ def edge_edge_ccd_batch(X0: np.ndarray, X1: np.ndarray, eta: float = 0.1, tmax: 
 
 
 def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float, eta: float = 0.1,
-                  max_iter: int = DEFAULT_MAX_ITER, cull=None) -> float:
+                  max_iter: int = DEFAULT_MAX_ITER, cull=None, near=None) -> float:
     """Largest alpha in [0, 1] (conservative) such that x + t p, t in [0, alpha], keeps every pair's
     contact distance > 0; pairs keep at least eta times their start distance at alpha.
 
@@ -220,7 +220,9 @@ def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float
     which already encloses every pair that can reach contact distance 0. Broad and narrow phase
     run fused (no candidate list), edge-edge pairs start from the point-triangle minimum. Elements whose
     swept box meets no other body's swept box are left out first (broad_phase.culled_boxes; cull default
-    broad_phase.CULL): they have no pair, so the result is the same.
+    broad_phase.CULL): they have no pair, so the result is the same. near (n,) bool: p is zero outside this
+    vertex mask (Newton's local refinement), so only elements whose swept box meets that of an element
+    touching it are swept (the same result: a pair of unmoving vertices keeps its distance).
     """
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
     p = np.ascontiguousarray(p, dtype=np.float64).reshape(-1, 3)
@@ -228,7 +230,7 @@ def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float
     m = mesh
     with threads_for(m.n_verts + m.edges.shape[0]):
         (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(
-            x, x1, m, 0.0, broad_phase.CULL if cull is None else cull)
+            x, x1, m, 0.0, broad_phase.CULL if cull is None else cull, near)
         args = (m.faces, m.edges, m.vertex_body, m.self_contact, m.body_static, m.vertex_offset, m.face_offset,
                 m.edge_offset, float(eta))
         alpha = _min_toi_sweep(x, p, vlo, vhi, flo, fhi, 0, *args, 1.0, int(max_iter), vi, fi)

@@ -16,6 +16,7 @@ MAJORIZE_STIFF = 10.0  # friction Hessian on stiff-body contacts: the majorizer'
                        # for slips y below this many eps (contact/friction.py friction_hessian). Pile of 27 Box
                        # cubes at 1 substep, 12 frames: 825 Newton iterations and 5 steps at the cap with 0 (the
                        # exact projected Hessian), 451 / 415 / 440 / 544 and 0 at the cap with 3 / 10 / 30 / inf
+ALL_FRICTION = object()   # the default friction set of ContactTerms.friction_*: every frozen pair (self.fs)
 EPS_V = 1.0e-4  # m/s, friction static/dynamic transition speed: static contacts creep below ~EPS_V (book: 1e-3; 1e-4 keeps an incline stick under 1 mm over 2 s)
 
 
@@ -52,11 +53,13 @@ class ContactTerms:
         return filter_candidates(cands, self.mesh, self.excluded)
 
     # --- barrier -------------------------------------------------------------------------------
-    def candidates(self, x: np.ndarray):
-        return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat))
+    def candidates(self, x: np.ndarray, near: Optional[np.ndarray] = None):
+        """Candidate pairs at x (near (n,) bool: only those with a vertex in the mask)."""
+        return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat, near=near))
 
-    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray):
-        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat))
+    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None):
+        """Candidate pairs along the segment x0 -> x1 (near: only those with a vertex in the mask)."""
+        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat, near=near))
 
     def energy(self, x: np.ndarray, cands) -> float:
         return float(self.C.barrier_energy(x, cands, self.mesh, self.dhat, self.kappa))
@@ -73,13 +76,13 @@ class ContactTerms:
     def min_distance(self, x: np.ndarray, cands) -> float:
         return float(self.C.min_distance(x, cands, self.mesh))
 
-    def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
+    def max_step(self, x: np.ndarray, p: np.ndarray, near: Optional[np.ndarray] = None) -> float:
         """Largest alpha in (0, 1] such that x + t p stays intersection free for t <= alpha (excluded pairs
-        left out)."""
+        left out). near (n,) bool: p is zero outside this vertex mask (only pairs near it are swept)."""
         if self.excluded is not None:
             from solver_server.contact.exclusions import max_step_excluding
             return max_step_excluding(x, p, self.mesh, self.excluded)
-        return float(self.C.max_step_size(x, p, self.mesh, self.dhat))
+        return float(self.C.max_step_size(x, p, self.mesh, self.dhat, near=near))
 
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
     def friction_setup(self, x: np.ndarray, cands) -> None:
@@ -107,20 +110,34 @@ class ContactTerms:
         s = self.C.pairs.contact_distances(np.ascontiguousarray(x, np.float64), ps.ids, ps.is_ee, ps.off)
         return int(np.count_nonzero(s < self.dhat)), float(s.min())
 
-    def friction_energy(self, x: np.ndarray, h: float) -> float:
+    def friction_subset(self, near: np.ndarray):
+        """The frozen friction pairs with a vertex in the mask near (n,) bool (a FrictionSet, or None)."""
         if self.fs is None:
+            return None
+        k = near[self.fs.ids].any(axis=1)
+        if not k.any():
+            return None
+        fs = self.fs
+        return type(fs)(np.ascontiguousarray(fs.ids[k]), np.ascontiguousarray(fs.coef[k]),
+                        np.ascontiguousarray(fs.T[k]), np.ascontiguousarray(fs.mu_lambda[k]))
+
+    def friction_energy(self, x: np.ndarray, h: float, fs=ALL_FRICTION) -> float:
+        fs = self.fs if fs is ALL_FRICTION else fs
+        if fs is None:
             return 0.0
-        return float(self.C.friction_energy(x, self.x_prev, self.fs, EPS_V * h))
+        return float(self.C.friction_energy(x, self.x_prev, fs, EPS_V * h))
 
-    def friction_gradient(self, x: np.ndarray, h: float) -> Optional[np.ndarray]:
-        if self.fs is None:
+    def friction_gradient(self, x: np.ndarray, h: float, fs=ALL_FRICTION) -> Optional[np.ndarray]:
+        fs = self.fs if fs is ALL_FRICTION else fs
+        if fs is None:
             return None
-        return self.C.friction_gradient(x, self.x_prev, self.fs, EPS_V * h)
+        return self.C.friction_gradient(x, self.x_prev, fs, EPS_V * h)
 
-    def friction_hessian(self, x: np.ndarray, h: float):
-        if self.fs is None:
+    def friction_hessian(self, x: np.ndarray, h: float, fs=ALL_FRICTION):
+        fs = self.fs if fs is ALL_FRICTION else fs
+        if fs is None:
             return None
-        return self.C.friction_hessian(x, self.x_prev, self.fs, EPS_V * h, majorize=self.majorize_v)
+        return self.C.friction_hessian(x, self.x_prev, fs, EPS_V * h, majorize=self.majorize_v)
 
     def count_intersections(self, x: np.ndarray) -> int:
         """Edge-triangle intersections of the collision surface at x (excluded pairs left out)."""

@@ -54,6 +54,64 @@ def test_region_block_is_the_global_block(draped):
         assert np.abs(A - B).max() <= 1e-12 * np.abs(B).max()
 
 
+def _region_of(ip, x, k=40, seed=5):
+    """Free-DOF indices of k contact vertices and k random ones (whole vertices, sorted)."""
+    n_free = ip.free_dofs.size // 3
+    rng = np.random.default_rng(seed)
+    cv = np.unique(ip.cands.pt[:, 0])
+    cv = cv[cv < n_free][:k]
+    v = np.unique(np.concatenate([cv, rng.choice(n_free, k, replace=False)]))
+    return np.sort(np.concatenate([3 * v + a for a in range(3)]))
+
+
+def test_region_objective_matches_the_whole_objective(draped):
+    """The region's gradient is the whole gradient over R, and its energy changes exactly as the whole energy
+    for moves inside R (every other term is constant): the local line search compares the same thing."""
+    b, ip, x_n = draped
+    x = x_n.copy()
+    ip.prepare(x)
+    R = _region_of(ip, x)
+    sub = ip.region(R)
+    assert sub is not None
+    sub.prepare(x)
+    g = ip.gradient(x)[ip.free_dofs][R]
+    gr = sub.gradient(x)
+    assert np.abs(gr - g).max() <= 1e-9 * np.abs(g).max()
+    H = ip.hessian(x).tocsc()[R][:, R].toarray()
+    assert np.abs(sub.hessian(x).toarray() - H).max() <= 1e-12 * np.abs(H).max()
+    rng = np.random.default_rng(1)
+    p = np.zeros(x.size)
+    p[ip.free_dofs[R]] = 1e-4 * rng.standard_normal(R.size)
+    x1 = x + p.reshape(-1, 3)
+    E_whole = ip.line_search_energy(x, x1)
+    E_sub = sub.line_search_energy(x, x1)
+    dw = E_whole(x1) - E_whole(x)
+    ds = E_sub(x1) - E_sub(x)
+    assert abs(dw) > 0 and abs(ds - dw) <= 1e-6 * abs(dw) + 1e-12 * abs(E_whole(x))
+    assert sub.max_step(x, p.reshape(-1, 3)) == ip.max_step(x, p.reshape(-1, 3))
+
+
+def test_near_filtered_broad_phase_and_ccd_keep_every_pair(draped):
+    """Candidates and CCD restricted to the elements near a vertex mask: exactly the whole search's pairs with a
+    vertex in the mask, and the same step bound for steps that move only those vertices."""
+    from solver_server.contact.broad_phase import find_candidates, find_candidates_ccd, touching
+    from solver_server.contact.ccd import max_step_size
+    b, ip, x_n = draped
+    m = b.contact.mesh
+    rng = np.random.default_rng(7)
+    x = x_n.copy()
+    for trial in range(4):
+        near = np.zeros(m.n_verts, bool)
+        near[rng.choice(m.n_verts, 1 + 25 * trial, replace=False)] = True
+        p = np.where(near[:, None], rng.standard_normal((m.n_verts, 3)) * 0.02, 0.0)
+        for got, want in ((find_candidates(x, m, 1e-3, near=near), touching(find_candidates(x, m, 1e-3), m, near)),
+                          (find_candidates_ccd(x, x + p, m, 1e-3, near=near),
+                           touching(find_candidates_ccd(x, x + p, m, 1e-3), m, near))):
+            for a, c in ((got.pt, want.pt), (got.ee, want.ee)):
+                assert set(map(tuple, np.asarray(a).tolist())) == set(map(tuple, np.asarray(c).tolist()))
+        assert max_step_size(x, p, m, 1e-3, near=near) == max_step_size(x, p, m, 1e-3)
+
+
 def test_local_steps_lower_the_energy_and_keep_the_guarantee(draped):
     b, ip, x_n = draped
     x = x_n.copy()

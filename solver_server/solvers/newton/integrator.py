@@ -29,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from .assembly import FreePattern, RegionPattern, free_block
+from solver_server.contact.terms import ALL_FRICTION
 from solver_server.integrators.bdf2 import History, gravity_rows
 from solver_server.integrators.damping import StepDamping
 from .linear_solve import LinearSolver
@@ -200,17 +201,12 @@ class IncrementalPotential:
         is the whole Hessian sliced, and the stiff-body scenes (issue 19) were measured without it."""
         return self.ab is None
 
-    def region_hessian(self, x: np.ndarray, R: np.ndarray):
-        """The block of the Newton matrix at x (N/m, as ``hessian``) over the free-DOF indices R (sorted), as a
-        CSR matrix of size R x R, for Newton's local refinement (newton.py). Only the elastic elements with a
-        vertex in R are evaluated (the others add nothing to the block) and the contact and friction pairs
-        are assembled into the block alone. The whole matrix, sliced, when damping, external terms or affine
-        bodies are on."""
-        if self.damping is not None or self.external is not None or self.ab is not None:
-            return self.hessian(x).tocsc()[R][:, R].tocsr()
-        dofs = self.free_dofs[R]
+    def _region_setup(self, R: np.ndarray):
+        """(elastic subset, RegionPattern, free-DOF -> local map, vertex mask) of the free-DOF indices R (sorted),
+        cached for the last R (Newton's local refinement solves one region for up to LOCAL_ITERS iterations)."""
         key = R.tobytes()
         if self._sub_key != key:
+            dofs = self.free_dofs[R]
             lmap = -np.ones(3 * self.D.n_z, np.int64)
             lmap[dofs] = np.arange(R.size)
             verts = np.zeros(self.D.n_z, bool)
@@ -220,7 +216,18 @@ class IncrementalPotential:
             sub = self.s.elastic.subset(verts[:self.nx])
             self._sub = (sub, RegionPattern(*sub.patterns(), vloc, R.size // 3), lmap, verts[:self.nx])
             self._sub_key = key
-        sub, pat, lmap, vin = self._sub
+        return self._sub
+
+    def region_hessian(self, x: np.ndarray, R: np.ndarray, cands=None, friction=ALL_FRICTION):
+        """The block of the Newton matrix at x (N/m, as ``hessian``) over the free-DOF indices R (sorted), as a
+        CSR matrix of size R x R, for Newton's local refinement (newton.py). Only the elastic elements with a
+        vertex in R are evaluated (the others add nothing to the block) and the contact and friction pairs
+        are assembled into the block alone. The whole matrix, sliced, when damping, external terms or affine
+        bodies are on. cands / friction: the region's contact candidates and frozen friction pairs (default:
+        the current candidates' pairs touching R, every friction pair)."""
+        if self.damping is not None or self.external is not None or self.ab is not None:
+            return self.hessian(x).tocsc()[R][:, R].tocsr()
+        sub, pat, lmap, vin = self._region_setup(R)
         h2 = self.h * self.h
         _, _, v = sub.hessian(x[:self.nx])
         diag = self.M3.copy()
@@ -228,28 +235,36 @@ class IncrementalPotential:
             dp = np.zeros_like(x)
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
-        H = pat.matrix(h2 * v, diag[dofs])
+        H = pat.matrix(h2 * v, diag[self.free_dofs[R]])
         if self.contact is not None:
             xs = self.D.to_x(x)
-            rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self._region_pairs(vin)))
+            rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self._region_pairs(vin) if cands is None
+                                                                else cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), lmap, R.size)
-            fh = self.contact.friction_hessian(xs, self.h)
+            fh = self.contact.friction_hessian(xs, self.h, friction)
             if fh is not None and len(fh[0]):
                 fr, fc, fv = self.D.pull_coo(*fh)
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), lmap, R.size)
         return H
 
+    def region(self, R: np.ndarray):
+        """The subproblem over the free-DOF indices R (sorted, whole vertices), every other DOF held, as an
+        objective that evaluates only the terms reaching R (region.RegionObjective), or None where that is
+        not implemented (damping, external terms, affine bodies, attachment exclusions): the caller then
+        works on the whole objective."""
+        if self.damping is not None or self.external is not None or self.ab is not None:
+            return None
+        if self.contact is not None and self.contact.excluded is not None:
+            return None
+        from .region import RegionObjective
+        return RegionObjective(self, R)
+
     def _region_pairs(self, vin: np.ndarray):
         """The current contact candidates with a vertex in the mask vin (n,): the only pairs whose barrier
         Hessian reaches the region's block."""
-        from solver_server.contact.broad_phase import Candidates
-        c, m = self.cands, self.contact.mesh
-        pt = np.asarray(c.pt).reshape(-1, 2)
-        ee = np.asarray(c.ee).reshape(-1, 2)
-        kp = vin[pt[:, 0]] | vin[m.faces[pt[:, 1]]].any(axis=1)
-        ke = vin[m.edges[ee[:, 0]]].any(axis=1) | vin[m.edges[ee[:, 1]]].any(axis=1)
-        return Candidates(pt[kp], ee[ke])
+        from solver_server.contact.broad_phase import touching
+        return touching(self.cands, self.contact.mesh, vin)
 
     def search_direction(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         """A bent full step for the Newton step p: affine bodies' steps bent towards rotations

@@ -137,29 +137,34 @@ def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
     Hessian sliced), a sparse Cholesky of that block, the same CCD bound, validity filter and energy
     test as the global line search, at most LOCAL_ITERS iterations, stopping once the local step is below
     tol / 2 (m/s). Every accepted point lowers E, is intersection free and inverts nothing; the caller's
-    next global iteration is the stop test. Returns (x, local solves)."""
+    next global iteration is the stop test. When the objective offers ``region(R)`` (an objective of the
+    region's terms alone: gradient over R, Hessian block, and the same filters over the pairs near R;
+    region.py) the iterations run on it, else on the whole objective. Returns (x, local solves)."""
     from .linear_solve import solve_direct
     free = obj.free_dofs
+    sub = obj.region(R) if hasattr(obj, "region") else None
+    target = obj if sub is None else sub
     solves = 0
     for _ in range(LOCAL_ITERS):
-        obj.prepare(x)
-        g = obj.gradient(x)[free]
-        if hasattr(obj, "region_hessian"):
-            A = obj.region_hessian(x, R)
+        target.prepare(x)
+        if sub is not None:
+            gr = sub.gradient(x)
+            A = sub.hessian(x)
         else:
-            A = obj.hessian(x).tocsc()[R][:, R]
-        pr = solve_direct(A, -g[R])
+            gr = obj.gradient(x)[free][R]
+            A = obj.region_hessian(x, R) if hasattr(obj, "region_hessian") else obj.hessian(x).tocsc()[R][:, R]
+        pr = solve_direct(A, -gr)
         solves += 1
         if np.abs(pr).max() / h < 0.5 * tol:
             break
         p = np.zeros(x.size)
         p[free[R]] = pr
         p = p.reshape(-1, 3)
-        xn = _backtrack(obj, x, p, 1e-3)
+        xn = _backtrack(target, x, p, 1e-3)
         if xn is None:
             break
         x = xn
-        obj.accepted(x)
+        target.accepted(x)
     return x, solves
 
 
