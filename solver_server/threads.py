@@ -83,3 +83,17 @@ def threads_for(n_items: int, min_items: Optional[int] = None, busy_others: floa
         yield
     finally:
         numba.set_num_threads(old)
+
+
+@numba.njit(cache=True, fastmath=False)
+def ordered_sum(a):
+    """a[0] + a[1] + ... + a[-1] of a 1-d float array, left to right on the calling thread: the same bits
+    whatever the thread count. Kernels compiled with parallel=True must total their per-element (or
+    per-chunk) results with this, not a.sum(): numba turns an array reduction in a parallel kernel into
+    a parallel one, with one partial sum per thread, so its rounding changes with numba's thread count
+    (an energy's last bits, then the energy guard's velocity scale, then a whole bake). On one thread
+    it adds in this order (the bits of a.sum() before)."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i]
+    return s

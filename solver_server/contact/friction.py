@@ -26,7 +26,7 @@ from .broad_phase import Candidates
 from .distance import stencil_closest
 from .mesh import CollisionMesh
 from .pairs import pair_set, pair_stencil, contact_distances, local_positions
-from solver_server.threads import threads_for
+from solver_server.threads import ordered_sum, threads_for
 
 
 @dataclass
@@ -152,7 +152,7 @@ def _energy(x, x_prev, ids, coef, T, ml, eps):
     for k in prange(K):
         u0, u1 = tangent_displacement(x, x_prev, ids, coef, T, k)
         e[k] = ml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps)
-    return e.sum()
+    return ordered_sum(e)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

@@ -23,7 +23,7 @@ from .distance import stencil_grad_hess, KIND_PP, KIND_PE
 from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
 from .pairs import pair_set, contact_distances, local_positions
-from solver_server.threads import threads_for
+from solver_server.threads import ordered_sum, threads_for
 
 
 @njit(cache=True, fastmath=False)
@@ -88,7 +88,7 @@ def _energy(x, ids, is_ee, off, epsx, dhat):
                     X[3 * i + a] = x[ids[k, i], a]
             acc += pair_energy(X, is_ee[k], off[k], epsx[k], dhat)
         e[ch] = acc
-    return e.sum()
+    return ordered_sum(e)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 
 @njit(cache=True, fastmath=False)
 def _skew(a):
@@ -87,7 +89,7 @@ def bending_energy(kind, x, stencils, kw, d0):
             d0_, d1_, d2_ = _rod_d_only(x, s[0], s[1], s[2])
         nd = np.sqrt(d0_ * d0_ + d1_ * d1_ + d2_ * d2_)
         out[i] = 0.5 * kw[i] * (nd - d0[i]) ** 2
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 from .fem_common import polar_svd
 from .isotropic_models import psi_of_F, psi_sigma, stress_of_F
 
@@ -68,7 +70,7 @@ def tet_energy(x, tets, Dm_inv, vol, mu, lam, model):
         for e in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
             _deformation_gradient_into(x, tets[e], Dm_inv[e], F)
             out[e] = vol[e] * psi_of_F(model[e], mu[e], lam[e], F)
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

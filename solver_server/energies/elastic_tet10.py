@@ -40,6 +40,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 from .elastic_tet import dPdF_projected
 from .fem_common import polar_svd
 from .isotropic_models import psi_sigma
@@ -201,7 +203,7 @@ def tet10_energy(x, tets, Dm_inv, vol, mu, lam, model, mixed):
         out[e] = 0.25 * vol[e] * acc
         if mix:
             out[e] += vol[e] * vol_energy(model[e], lam[e], _mean_J(x, tets[e], Dm_inv[e]))[0]
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

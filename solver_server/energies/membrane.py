@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 
 def rest_shape(X: np.ndarray, tris: np.ndarray) -> tuple:
     """Inverse 2x2 rest bases (m, 2, 2) and rest areas (m,) in m^2."""
@@ -90,7 +92,7 @@ def membrane_energy(x, tris, Dm_inv, area, mu, lam, thick):
         f0, f1 = _F_cols(x, tris[e], Dm_inv[e])
         psi, s00, s01, s11 = _stvk_scalar(f0, f1, mu[e], lam[e])
         out[e] = area[e] * thick[e] * psi
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 
 @njit(cache=True, fastmath=False, parallel=True)
 def stretch_energy(x, edges, rest, k):
@@ -15,7 +17,7 @@ def stretch_energy(x, edges, rest, k):
         e = x[edges[i, 1]] - x[edges[i, 0]]
         q = (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) / rest[i] ** 2
         out[i] = k[i] * rest[i] / 8.0 * (q - 1.0) ** 2
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

@@ -31,6 +31,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from solver_server.threads import ordered_sum
+
 CAP = 100.0   # eigenvalue cap of a triangle's height stiffness, in units of B A_T / lbar^4
 NU_BEND = 0.0  # Poisson ratio of the bending energy density
 
@@ -128,7 +130,7 @@ def shell_energy(x, stencils, K, th0):
         for i in range(ch * _CHUNK, min(T, (ch + 1) * _CHUNK)):
             shell_thetas(x, stencils[i], th, gr, ok)
             out[i] = _residual(K[i], th0[i], th, ok, r)
-    return out.sum()
+    return ordered_sum(out)
 
 
 @njit(cache=True, fastmath=False, parallel=True)

@@ -84,6 +84,70 @@ def _check_same(a: dict, b: dict, what: str) -> None:
             raise AssertionError(f"{what}: {name} differs, by up to {float(np.abs(x - y).max()):.3g} m")
 
 
+_ARRAY_REDUCTIONS = {"sum", "mean", "prod", "dot", "vdot", "cumsum", "nansum", "nanmean", "average", "std", "var",
+                     "einsum", "norm"}
+
+
+def test_parallel_kernels_total_in_an_order_independent_of_the_thread_count():
+    """In a parallel=True kernel numba turns an array reduction (out.sum(), np.dot, ...) and a scalar
+    accumulated across a prange (s += ... inside the loop) into parallel reductions, one partial sum per
+    thread: their rounding changes with the thread count (the elastic energies' out.sum() did, and through the
+    energy guard's velocity scale moved a Fast bake's cloth by 8 cm between 1 and 2 threads). Such kernels
+    total with solver_server.threads.ordered_sum or per-chunk sums over a fixed chunk count instead."""
+    import ast
+
+    bad = []
+    for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "solver_server")):
+        for fn in files:
+            if not fn.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, fn)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for func in ast.walk(tree):
+                if not isinstance(func, ast.FunctionDef) or not any(
+                        "parallel=True" in ast.unparse(d) for d in func.decorator_list):
+                    continue
+                where = f"{os.path.relpath(path, ROOT)}:{func.name}"
+                for node in ast.walk(func):
+                    if isinstance(node, ast.Call):
+                        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                        if name in _ARRAY_REDUCTIONS:
+                            bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+                    if isinstance(node, ast.For) and "prange" in ast.unparse(node.iter):
+                        aug = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}
+                        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                                 and isinstance(n.ctx, ast.Store) and id(n) not in aug}   # set in the loop
+                        for n in ast.walk(node):
+                            if (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                                    and n.target.id not in local):
+                                bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+    assert not bad, "thread-count dependent reductions:\n" + "\n".join(bad)
+
+
+def test_elastic_energy_has_the_same_bits_on_one_and_two_threads():
+    """The Fast scene's elastic energy (membranes, cloth bending, tets) at a perturbed state, its kernels on
+    one and on two threads: the same float, bit for bit."""
+    import numba
+
+    from solver_server.model.system import build_system
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    s = build_system(fast_scene(), affine=True)
+    x = s.x0[:s.n] + np.random.default_rng(7).normal(0.0, 2e-3, (s.n, 3))
+    old = numba.get_num_threads()
+    try:
+        e = []
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            e.append(s.elastic._energy(x))     # the kernels themselves, without threads_for's policy
+    finally:
+        numba.set_num_threads(old)
+    assert np.isfinite(e[0]) and e[0] > 0.0
+    assert e[0] == e[1], (e[0], e[1])
+
+
 # four real bake processes each: 26-107 s with a warm kernel cache on the loaded 2-core dev machine; the
 # Fast ones (the longest) are slow-marked, test_resume_state_through_the_cache_file_* covers them quickly
 PATHS = [pytest.param("fast", "implicit_euler", id="fast-implicit_euler", marks=pytest.mark.slow),

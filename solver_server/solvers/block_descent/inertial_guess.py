@@ -110,11 +110,13 @@ def _list_tois(x, p, pairs, mode, faces, edges, vertex_offset, face_offset, edge
     for ch in prange(nch):
         hits[ch] = _list_tois_range(ch * m // nch, (ch + 1) * m // nch, x, p, pairs, mode, faces, edges,
                                     vertex_offset, face_offset, edge_offset, eta, changed, tvl[ch])
+    total = 0
     for ch in range(nch):
-        for v in range(n):
+        total += hits[ch]      # not hits.sum(): a parallel reduction in this kernel (exact for integers, but
+        for v in range(n):     # kernels here total on the calling thread: threads.ordered_sum)
             if tvl[ch, v] < tv[v]:
                 tv[v] = tvl[ch, v]
-    return hits.sum()
+    return total
 
 
 @njit(cache=True, fastmath=False)
