@@ -67,6 +67,12 @@ class ContactTerms:
     def hessian(self, x: np.ndarray, cands) -> tuple:
         return self.C.barrier_hessian(x, cands, self.mesh, self.dhat, self.kappa)
 
+    def hessian_bodies(self, x: np.ndarray, cands, info) -> tuple:
+        """((rows, cols, vals) vertex triplets, (blocks, row bodies, column bodies)): the barrier Hessian with the
+        pairs between affine bodies (and fixed vertices) in body blocks (contact/body_blocks.py)."""
+        from solver_server.contact.body_blocks import barrier_hessian_bodies
+        return barrier_hessian_bodies(x, cands, self.mesh, self.dhat, self.kappa, info)
+
     def count_active(self, x: np.ndarray, cands) -> int:
         return int(self.C.count_active(x, cands, self.mesh, self.dhat))
 
@@ -121,6 +127,13 @@ class ContactTerms:
         if self.fs is None:
             return None
         return self.C.friction_hessian(x, self.x_prev, self.fs, EPS_V * h, majorize=self.majorize_v)
+
+    def friction_hessian_bodies(self, x: np.ndarray, h: float, info):
+        """friction_hessian split as hessian_bodies; None without friction pairs."""
+        if self.fs is None:
+            return None
+        from solver_server.contact.body_blocks import friction_hessian_bodies
+        return friction_hessian_bodies(x, self.x_prev, self.fs, EPS_V * h, info, majorize=self.majorize_v)
 
     def count_intersections(self, x: np.ndarray) -> int:
         """Edge-triangle intersections of the collision surface at x (excluded pairs left out)."""

@@ -45,6 +45,11 @@ FRICTION_UPDATES = 0    # extra lagged-friction re-solves per step (normal force
 class IncrementalPotential:
     """The objective of one implicit-Euler step (see module doc)."""
 
+    BODY_BLOCKS = True
+    """Contact and friction Hessians of pairs between affine bodies assembled straight into the bodies' 12 x 12
+    blocks (contact/body_blocks.py); False: every pair through vertex-space triplets and DofMap.pull_coo (the
+    path before; kept for the before/after benchmark and the equality test)."""
+
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
                  pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
@@ -79,6 +84,13 @@ class IncrementalPotential:
         self.free_dofs = np.nonzero(np.repeat(free_v, 3))[0]
         self.dof_map = -np.ones(3 * self.D.n_z, np.int64)
         self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
+        self._body_info = None
+        if self.BODY_BLOCKS and contact is not None and self.D.body_arrays() is not None:
+            from solver_server.contact.body_blocks import BodyInfo
+            grp, wts, G = self.D.body_arrays()
+            sl = self.D.is_slaved[:self.nx]
+            mode = np.where(sl, 1, np.where(fixed_v[:self.nx], 2, 0)).astype(np.int8)
+            self._body_info = BodyInfo(grp, wts, mode, G)
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
@@ -185,6 +197,8 @@ class IncrementalPotential:
             H = H + free_block(ra, ca, va, self.dof_map, nf)
         if self.contact is not None:
             xs = self.D.to_x(x)
+            if self._body_info is not None:
+                return H + self._contact_hessian_bodies(xs, nf)
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
@@ -193,6 +207,30 @@ class IncrementalPotential:
                 fr, fc, fv = self.D.pull_coo(*fh)
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
+
+    def _contact_hessian_bodies(self, xs: np.ndarray, nf: int):
+        """h^2 (barrier + friction Hessian) over the free DOFs, the pairs between affine bodies assembled into
+        body blocks (contact/body_blocks.py), the others pulled from vertex triplets as before."""
+        h2 = self.h * self.h
+        parts = [self.contact.hessian_bodies(xs, self.cands, self._body_info)]
+        fh = self.contact.friction_hessian_bodies(xs, self.h, self._body_info)
+        if fh is not None:
+            parts.append(fh)
+        rows, cols, vals = [], [], []
+        for (rv, cv, vv), (blk, ga, gb) in parts:
+            if len(rv):
+                r, c, v = self.D.pull_coo(rv, cv, vv)
+                rows.append(r)
+                cols.append(c)
+                vals.append(v)
+            if len(blk):
+                r, c, v = self.D.emit_group_blocks(blk, ga, gb)
+                rows.append(r)
+                cols.append(c)
+                vals.append(v)
+        if not rows:
+            return free_block(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), self.dof_map, nf)
+        return free_block(np.concatenate(rows), np.concatenate(cols), h2 * np.concatenate(vals), self.dof_map, nf)
 
     @property
     def local_refinement(self) -> bool:
