@@ -19,6 +19,48 @@ MAJORIZE_STIFF = 10.0  # friction Hessian on stiff-body contacts: the majorizer'
 EPS_V = 1.0e-4  # m/s, friction static/dynamic transition speed: static contacts creep below ~EPS_V (book: 1e-3; 1e-4 keeps an incline stick under 1 mm over 2 s)
 
 
+SKIN = 1.0  # Verlet skin of the Newton iterations' candidate list on scenes with affine bodies, in dhat (0: off)
+
+
+class CandidateList:
+    """The contact candidates of one time step's Newton iterations, reused while nothing moved far (a Verlet
+    list): built at x_b with boxes inflated by (dhat + skin) / 2, it holds every pair closer than dhat + skin
+    at x_b, so at any x whose vertices are all within skin / 2 of x_b (and on any segment whose two ends are)
+    it holds every pair closer than dhat, i.e. the barrier, its derivatives and the active set are those of a
+    fresh broad phase (the same pairs with s < dhat; pairs beyond dhat add exactly 0). Rebuilt at the first x
+    outside; a segment outside gets its own swept broad phase. One list per step (TimeStepper.step), so a
+    bake resumed at any frame builds the same lists at the same iterates (issue 23's determinism)."""
+
+    def __init__(self, contact: "ContactTerms", skin: float):
+        self.ct = contact
+        self.skin = float(skin)
+        self.xb = None
+        self.cands = None
+        self.builds = 0
+
+    def _within(self, x: np.ndarray) -> bool:
+        d = x - self.xb
+        return float(np.einsum("ij,ij->i", d, d).max(initial=0.0)) <= (0.5 * self.skin) ** 2
+
+    def at(self, x: np.ndarray):
+        """Candidates valid at x (every pair with s < dhat among them)."""
+        x = np.asarray(x, np.float64).reshape(-1, 3)
+        if self.xb is not None and self._within(x):
+            return self.cands
+        self.xb = np.array(x)
+        self.cands = self.ct._filtered(self.ct.C.find_candidates(x, self.ct.mesh, self.ct.dhat + self.skin))
+        self.builds += 1
+        return self.cands
+
+    def segment(self, x0: np.ndarray, x1: np.ndarray):
+        """Candidates valid on the whole straight segment x0 -> x1."""
+        x0 = np.asarray(x0, np.float64).reshape(-1, 3)
+        x1 = np.asarray(x1, np.float64).reshape(-1, 3)
+        if self.xb is not None and self._within(x0) and self._within(x1):
+            return self.cands
+        return self.ct.candidates_swept(x0, x1)
+
+
 class ContactTerms:
     """Barrier + friction potentials and the CCD step bound for one system."""
 

@@ -17,7 +17,7 @@ def _rz(a):
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def _scene(frames):
+def _scene(frames, cloth=True):
     a = stiff_box("a", (0.1, 0.1, 0.1), (0.0, 0.0, 0.0505), div=3, friction=0.4)
     b = stiff_box("b", (0.1, 0.1, 0.1), (0.01, 0.0, 0.152), div=3, friction=0.4, rot=_rz(0.3),
                   velocity=(0.2, 0.0, 0.0))
@@ -25,7 +25,8 @@ def _scene(frames):
     Vc, Tc, Ec = grid_sheet((0.3, 0.3), (6, 6), center=(0.0, 0.0, 0.21))
     cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
                                                                 bending_stiffness=1e-6, friction=0.3))
-    return scene(a, b, c, cloth, ground(friction=0.4), frame_end=frames + 1)
+    bodies = (a, b, c, cloth) if cloth else (a, b, c)
+    return scene(*bodies, ground(friction=0.4), frame_end=frames + 1)
 
 
 def _potential(run, body_blocks):
@@ -106,3 +107,60 @@ def test_body_blocks_same_bytes_on_one_and_two_threads(monkeypatch):
     finally:
         numba.set_num_threads(old)
     assert outs[0] == outs[1]
+
+
+def _pairs_within(ct, x, cands):
+    """(point-triangle, edge-edge) pairs of cands with contact distance below dhat at x, as sets."""
+    from solver_server.contact.pairs import pair_set, contact_distances
+    ps = pair_set(cands, ct.mesh, x)
+    s = contact_distances(np.ascontiguousarray(x), ps.ids, ps.is_ee, ps.off)
+    pt = np.asarray(cands.pt).reshape(-1, 2)
+    ee = np.asarray(cands.ee).reshape(-1, 2)
+    act = s < ct.dhat
+    npt = len(pt)
+    return ({tuple(r) for r in pt[act[:npt]]}, {tuple(r) for r in ee[act[npt:]]})
+
+
+def test_candidate_list_holds_every_active_pair_while_within_the_skin():
+    """The Verlet list built at x_b (contact.terms.CandidateList) has the active pairs of a fresh broad phase at
+    points and on segments within skin / 2 of x_b, and is rebuilt beyond."""
+    from solver_server.contact.terms import CandidateList
+    run = Run(_scene(5))
+    run.advance(5)
+    ct = run.b.contact
+    xb = np.ascontiguousarray(run.x)
+    cl = CandidateList(ct, ct.dhat)
+    c0 = cl.at(xb)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        d = rng.normal(size=xb.shape)
+        d *= 0.49 * ct.dhat / np.linalg.norm(d, axis=1).max()     # every vertex within skin / 2
+        x = xb + d
+        assert cl.at(x) is c0 and cl.builds == 1
+        fresh = _pairs_within(ct, x, ct.candidates(x))
+        got = _pairs_within(ct, x, c0)
+        assert fresh == got and len(fresh[0]) > 0
+        assert cl.segment(xb, x) is c0
+    far = xb.copy()
+    far[0] += 0.6 * ct.dhat
+    assert cl.segment(xb, far) is not c0
+    assert cl.at(far) is not c0 and cl.builds == 2
+
+
+def test_bake_with_candidate_list_matches_broad_phase_per_query():
+    """Bodies only (the list is used when nothing but affine bodies moves): the same iterations and positions
+    within round-off (the pairs are summed in another order)."""
+    from solver_server.solvers.newton.integrator import TimeStepper
+    old = TimeStepper.VERLET_SKIN
+    zs, its = [], []
+    try:
+        for skin in (0.0, 1.0):
+            TimeStepper.VERLET_SKIN = skin
+            run = Run(_scene(6, cloth=False))
+            run.advance(6)
+            zs.append(run.z.copy())
+            its.append([s["newton_iterations"] for s in run.stats])
+    finally:
+        TimeStepper.VERLET_SKIN = old
+    assert its[0] == its[1]
+    assert np.abs(zs[0] - zs[1]).max() < 1e-9

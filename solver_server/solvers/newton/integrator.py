@@ -53,8 +53,9 @@ class IncrementalPotential:
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
                  pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
-                 damping: Optional[StepDamping] = None, external=None):
-        """h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
+                 damping: Optional[StepDamping] = None, external=None, cand_list=None):
+        """cand_list: the step's contact.terms.CandidateList (a Verlet list) or None (a broad phase per query);
+        h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
         x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None;
         external: air drag, force fields and pressure of this step (integrators/external.StepExternal) or None."""
         self.s = sys
@@ -91,6 +92,7 @@ class IncrementalPotential:
             sl = self.D.is_slaved[:self.nx]
             mode = np.where(sl, 1, np.where(fixed_v[:self.nx], 2, 0)).astype(np.int8)
             self._body_info = BodyInfo(grp, wts, mode, G)
+        self._cl = cand_list
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
@@ -143,6 +145,8 @@ class IncrementalPotential:
             return
         if self._next_cands is not None:
             self.cands, self._next_cands = self._next_cands, None
+        elif self._cl is not None:
+            self.cands = self._cl.at(self.D.to_x(x))
         else:
             self.cands = self.contact.candidates(self.D.to_x(x))
 
@@ -303,8 +307,12 @@ class IncrementalPotential:
         return a
 
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
-        cands = (self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1)) if self.contact is not None
-                 else None)
+        if self.contact is None:
+            cands = None
+        elif self._cl is not None:
+            cands = self._cl.segment(self.D.to_x(x0), self.D.to_x(x1))
+        else:
+            cands = self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1))
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
@@ -316,6 +324,10 @@ class IncrementalPotential:
 
 class TimeStepper:
     """Advances the system's state (x, v) by substeps of length h."""
+
+    VERLET_SKIN = None
+    """Skin (in dhat) of the Newton iterations' candidate list on scenes whose only moving parts are affine bodies
+    (contact.terms.SKIN when None; 0: a broad phase per query, the path before)."""
 
     def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
                  linear_solver: str = "direct", integrator: str = "implicit_euler",
@@ -396,11 +408,19 @@ class TimeStepper:
             self.contact.friction_setup(xs_n, self.contact.candidates(xs_n))
             self.contact.x_prev = np.array(self.D.to_x(x_hat))   # slip velocity (x - x_hat) / h_e
         kappa_m = KAPPA_M0
+        cl = None
+        if self.contact is not None and s.affine is not None and not s.dynamic_z[:s.n].any():
+            # only affine bodies and prescribed vertices: cloth and soft solids keep a broad phase per query
+            # (their paths are sensitive to the round-off of a different pair order; not measured with it)
+            from solver_server.contact.terms import CandidateList, SKIN
+            skin = SKIN if self.VERLET_SKIN is None else self.VERLET_SKIN
+            if skin > 0.0:
+                cl = CandidateList(self.contact, skin * self.contact.dhat)
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
             ip = IncrementalPotential(s, x_n, v_hat, h_e, self.gravity, self.contact, fixed, pen_idx, pen_t,
                                       kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp,
-                                      external=ext)
+                                      external=ext, cand_list=cl)
             res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations
