@@ -147,6 +147,31 @@ def test_candidate_list_holds_every_active_pair_while_within_the_skin():
     assert cl.at(far) is not c0 and cl.builds == 2
 
 
+def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it():
+    """A segment on which one body moves far (3 mm, the others 0.1 mm): the list rebuilt for it (that body's
+    skin widened) has the active pairs of a fresh broad phase all along the segment, and the next points
+    within the skins reuse it."""
+    from solver_server.contact.terms import CandidateList
+    run = Run(_scene(5))
+    run.advance(5)
+    ct = run.b.contact
+    x0 = np.ascontiguousarray(run.x)
+    vb = ct.mesh.vertex_body
+    rng = np.random.default_rng(1)
+    move = rng.normal(size=(int(vb.max()) + 1, 3))
+    move *= 1e-4 / np.linalg.norm(move, axis=1, keepdims=True)
+    move[vb[0]] *= 30.0
+    x1 = x0 + move[vb] + 1e-6 * rng.normal(size=x0.shape)
+    cl = CandidateList(ct, ct.dhat)
+    cl.at(x0)
+    c = cl.segment(x0, x1)
+    assert cl.builds == 2
+    for t in (0.0, 0.3, 0.7, 1.0):
+        x = x0 + t * (x1 - x0)
+        assert _pairs_within(ct, x, c) == _pairs_within(ct, x, ct.candidates(x))
+    assert cl.segment(x0 + 0.5 * (x1 - x0), x1) is c and cl.at(x1) is c and cl.builds == 2
+
+
 def test_bake_with_candidate_list_matches_broad_phase_per_query():
     """Bodies only (the list is used when nothing but affine bodies moves): the same iterations and positions
     within round-off (the pairs are summed in another order)."""
