@@ -30,7 +30,7 @@ from numba import njit, prange
 from .barrier_pair import new_scratch, pair_terms
 from .block_assembly import sum_blocks
 from .friction import friction_block, _xs, _block_layout, _hessian_blocks
-from .potential import _prep, _layout, _pair_terms_all
+from .potential import _prep, _layout, _pair_terms_all, _scatter_gradient
 from solver_server.threads import threads_for
 
 
@@ -133,9 +133,11 @@ def _reduce_slots(H, ns, slot_v, nd, W, Tm, out, g):
 @njit(cache=True, fastmath=False, parallel=True)
 def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp, wts, mode, project):
     """Per body-pair group g: the blocks (P, P), (P, Q), (Q, Q) (unit stiffness, (ng, 3, 12, 12)) of the barrier
-    Hessians (PSD-projected per pair when project) of the pairs pairs[gstart[g]:gstart[g+1]]."""
+    Hessians (PSD-projected per pair when project) of the pairs pairs[gstart[g]:gstart[g+1]], and their
+    gradients on the two bodies' rows (ng, 2, 12) (row 3 i + a: body row i, coordinate a)."""
     ng = gstart.shape[0] - 1
     out = np.zeros((ng, 3, 12, 12))
+    gout = np.zeros((ng, 2, 12))
     for g in prange(ng):
         sc = new_scratch()
         X = np.empty(12)
@@ -160,8 +162,36 @@ def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp,
                     nd[u] = 0 if grp[v] == P else 1
                     for r in range(4):
                         W[u, r] = wts[v, r]
+            gr = sc.grad
+            for u in range(ns):
+                n = nd[u]
+                if n < 0:
+                    continue
+                su = slots[u]
+                for i in range(4):
+                    wi = W[u, i]
+                    for a in range(3):
+                        gout[g, n, 3 * i + a] += wi * gr[3 * su + a]
             _reduce_slots(sc.hess, ns, slots, nd, W, Tm, out, g)
-    return out
+    return out, gout
+
+
+@njit(cache=True, fastmath=False)
+def reduce_group_gradient(gout, gP, gQ, G, scale):
+    """The groups' gradients summed per body in group order, (G, 12), times scale."""
+    gb = np.zeros((G, 12))
+    for g in range(gP.shape[0]):
+        P = gP[g]
+        Q = gQ[g]
+        for r in range(12):
+            gb[P, r] += gout[g, 0, r]
+        if Q != P:
+            for r in range(12):
+                gb[Q, r] += gout[g, 1, r]
+    for b in range(G):
+        for r in range(12):
+            gb[b, r] *= scale
+    return gb
 
 
 @njit(cache=True, fastmath=False)
@@ -281,34 +311,48 @@ def _fallback_layout(active, bstart, fb_mask):
     return np.ascontiguousarray(fa), fbs
 
 
-def barrier_hessian_bodies(x: np.ndarray, cands, mesh, dhat: float, kappa: float, info: BodyInfo,
-                           project_psd: bool = True):
-    """The barrier Hessian split in two: ((rows, cols, vals) vertex-space COO triplets, as barrier_hessian, of
-    the pairs touching a free unslaved vertex) and (blocks (m, 12, 12), row body (m,), column body (m,)) of the
-    pairs between affine bodies and fixed vertices, in the bodies' DOFs (see module doc)."""
+def barrier_derivatives_bodies(x: np.ndarray, cands, mesh, dhat: float, kappa: float, info: BodyInfo,
+                               project_psd: bool = True):
+    """Gradient and Hessian of the barrier in one pass over the active pairs, split in two: the pairs touching a
+    free unslaved vertex in vertex space (gradient (3n,), (rows, cols, vals) COO triplets as barrier_hessian) and
+    the pairs between affine bodies and fixed vertices in the bodies' DOFs (gradient (G, 12), and (blocks
+    (m, 12, 12), row body (m,), column body (m,))); see module doc. Pairs on fixed vertices only are left out
+    (nothing of them reaches a free DOF). Returns (g_vertex, g_body, triplets, blocks)."""
     x, ps = _prep(x, cands, mesh)
+    n = x.shape[0]
+    gv = np.zeros(3 * n)
+    gb = np.zeros((info.G, 12))
     empty_v = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
     empty_b = (np.zeros((0, 12, 12)), np.zeros(0, np.int64), np.zeros(0, np.int64))
     if len(ps) == 0:
-        return empty_v, empty_b
+        return gv, gb, empty_v, empty_b
     with threads_for(len(ps)):
         active, bstart = _layout(x, ps, float(dhat))
         key = pair_body_keys(ps.ids, active, info.grp, info.mode, info.G)
         srt, gstart, gP, gQ = group_pairs(active, key, info.G)
         blocks = empty_b
         if srt.size:
-            out = barrier_group_blocks(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), srt, gstart, gP,
-                                       info.grp, info.wts, info.mode, bool(project_psd))
+            out, gout = barrier_group_blocks(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), srt, gstart, gP,
+                                             info.grp, info.wts, info.mode, bool(project_psd))
             blocks = reduce_groups(out, gP, gQ, info.G, float(kappa))
+            gb = reduce_group_gradient(gout, gP, gQ, info.G, float(kappa))
         fb = key == -1
         verts = empty_v
         if fb.any():
             fa, fbs = _fallback_layout(active, bstart, fb)
-            _, _, bi, bj, bval = _pair_terms_all(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), fa, fbs, True,
+            _, G, bi, bj, bval = _pair_terms_all(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), fa, fbs, True,
                                                  bool(project_psd))
-            r, c, v = sum_blocks(bi, bj, bval, x.shape[0])
+            r, c, v = sum_blocks(bi, bj, bval, n)
             verts = (r, c, float(kappa) * v)
-    return verts, blocks
+            gv = float(kappa) * _scatter_gradient(G, ps.ids, fa, n)
+    return gv, gb, verts, blocks
+
+
+def barrier_hessian_bodies(x: np.ndarray, cands, mesh, dhat: float, kappa: float, info: BodyInfo,
+                           project_psd: bool = True):
+    """The barrier Hessian split in two (barrier_derivatives_bodies): (vertex-space COO triplets of the pairs
+    touching a free unslaved vertex, body blocks of the others)."""
+    return barrier_derivatives_bodies(x, cands, mesh, dhat, kappa, info, project_psd)[2:]
 
 
 def friction_hessian_bodies(x: np.ndarray, x_prev: np.ndarray, fs, eps_v_h: float, info: BodyInfo,

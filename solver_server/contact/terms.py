@@ -126,11 +126,12 @@ class ContactTerms:
     def hessian(self, x: np.ndarray, cands) -> tuple:
         return self.C.barrier_hessian(x, cands, self.mesh, self.dhat, self.kappa)
 
-    def hessian_bodies(self, x: np.ndarray, cands, info) -> tuple:
-        """((rows, cols, vals) vertex triplets, (blocks, row bodies, column bodies)): the barrier Hessian with the
-        pairs between affine bodies (and fixed vertices) in body blocks (contact/body_blocks.py)."""
-        from solver_server.contact.body_blocks import barrier_hessian_bodies
-        return barrier_hessian_bodies(x, cands, self.mesh, self.dhat, self.kappa, info)
+    def derivatives_bodies(self, x: np.ndarray, cands, info) -> tuple:
+        """(vertex gradient (3n,), body gradient (G, 12), (rows, cols, vals) vertex triplets, (blocks, row bodies,
+        column bodies)): the barrier's gradient and Hessian in one pass, the pairs between affine bodies (and
+        fixed vertices) in body rows and blocks (contact/body_blocks.py)."""
+        from solver_server.contact.body_blocks import barrier_derivatives_bodies
+        return barrier_derivatives_bodies(x, cands, self.mesh, self.dhat, self.kappa, info)
 
     def count_active(self, x: np.ndarray, cands) -> int:
         return int(self.C.count_active(x, cands, self.mesh, self.dhat))

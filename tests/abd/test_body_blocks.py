@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
-from solver_server.contact.body_blocks import BodyInfo, friction_hessian_bodies, barrier_hessian_bodies
+from solver_server.contact.body_blocks import friction_hessian_bodies, barrier_hessian_bodies
 from solver_server.model.primitives import grid_sheet
 from solver_server.solvers.newton.integrator import IncrementalPotential
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
@@ -55,6 +55,12 @@ def test_body_blocks_equal_vertex_path():
     Hn = new.hessian(x).toarray()
     scale = np.abs(Hr).max()
     assert np.abs(Hn - Hr).max() <= 1e-12 * scale
+    # the gradient from the same pass (body rows summed per body pair) equals the vertex path's W^T g
+    f = ref.free_dofs
+    gr = ref.gradient(x)[f]
+    gn = new.gradient(x)[f]
+    assert np.abs(gn - gr).max() <= 1e-10 * np.abs(gr).max()   # round-off of sums that cancel near rest
+    assert np.array_equal(new.hessian(x).toarray(), Hn)      # the pass kept for hessian(x) after gradient(x)
     # both parts were exercised: body blocks and the vertex path (cloth pairs), for barrier and friction
     ct, info, xs = run.b.contact, new._body_info, run.s.dof_map.to_x(x)
     (rv, _, _), (blk, ga, gb) = barrier_hessian_bodies(xs, new.cands, ct.mesh, ct.dhat, ct.kappa, info)
@@ -148,9 +154,9 @@ def test_candidate_list_holds_every_active_pair_while_within_the_skin():
 
 
 def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it():
-    """A segment on which one body moves far (3 mm, the others 0.1 mm): the list rebuilt for it (that body's
+    """A segment on which one body moves far (1.5 mm, the others 0.1 mm): the list rebuilt for it (that body's
     skin widened) has the active pairs of a fresh broad phase all along the segment, and the next points
-    within the skins reuse it."""
+    within the skins reuse it; a body moving further than SKIN_MAX allows gets the swept broad phase."""
     from solver_server.contact.terms import CandidateList
     run = Run(_scene(5))
     run.advance(5)
@@ -160,7 +166,7 @@ def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it()
     rng = np.random.default_rng(1)
     move = rng.normal(size=(int(vb.max()) + 1, 3))
     move *= 1e-4 / np.linalg.norm(move, axis=1, keepdims=True)
-    move[vb[0]] *= 30.0
+    move[vb[0]] *= 15.0
     x1 = x0 + move[vb] + 1e-6 * rng.normal(size=x0.shape)
     cl = CandidateList(ct, ct.dhat)
     cl.at(x0)
@@ -170,6 +176,12 @@ def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it()
         x = x0 + t * (x1 - x0)
         assert _pairs_within(ct, x, c) == _pairs_within(ct, x, ct.candidates(x))
     assert cl.segment(x0 + 0.5 * (x1 - x0), x1) is c and cl.at(x1) is c and cl.builds == 2
+    x2 = x0 + 3.0 * (x1 - x0)
+    c2 = cl.segment(x0, x2)
+    assert cl.builds == 2 and c2 is not c
+    for t in (0.0, 0.5, 1.0):
+        x = x0 + t * (x2 - x0)
+        assert _pairs_within(ct, x, c2) == _pairs_within(ct, x, ct.candidates(x))
 
 
 def test_bake_with_candidate_list_matches_broad_phase_per_query():

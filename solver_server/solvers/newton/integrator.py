@@ -93,6 +93,8 @@ class IncrementalPotential:
             mode = np.where(sl, 1, np.where(fixed_v[:self.nx], 2, 0)).astype(np.int8)
             self._body_info = BodyInfo(grp, wts, mode, G)
         self._cl = cand_list
+        self._ecache = []
+        self._derivs = None      # (candidates, x, barrier derivatives) of the last gradient (_barrier_derivs)
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
@@ -111,6 +113,17 @@ class IncrementalPotential:
 
     # --- pieces --------------------------------------------------------------------------------
     def _energy(self, x: np.ndarray, cands) -> float:
+        """The objective at x with the contact candidates cands. The last two values are kept (keyed by the
+        candidate set and x itself): the line search and the bent-step tries (newton.py) ask for E at the
+        iteration's start point once per try, with the same candidates while the Verlet list holds."""
+        for k in self._ecache:
+            if k[0] is cands and k[1].shape == x.shape and np.array_equal(k[1], x):
+                return k[2]
+        e = self._energy_eval(x, cands)
+        self._ecache = [self._ecache[-1], (cands, np.array(x), e)] if self._ecache else [(cands, np.array(x), e)]
+        return e
+
+    def _energy_eval(self, x: np.ndarray, cands) -> float:
         h2 = self.h * self.h
         d = (x - self.x_tilde)[self.dyn]
         m = self.m[self.dyn]
@@ -171,12 +184,30 @@ class IncrementalPotential:
             g += gp.ravel()
         if self.contact is not None:
             xs = self.D.to_x(x)
-            gc = h2 * self.contact.gradient(xs, self.cands)
+            if self._body_info is not None:
+                gv, gb, _, _ = self._barrier_derivs(x, xs)
+                gc = h2 * gv
+            else:
+                gc = h2 * self.contact.gradient(xs, self.cands)
             gf = self.contact.friction_gradient(xs, self.h)
             if gf is not None:
                 gc = gc + h2 * gf
             g += self.D.pull_gradient(gc)
+            if self._body_info is not None and len(gb):
+                rows = self.D.group_row0[:, None] + np.arange(4)[None, :]
+                g3 = g.reshape(-1, 3)
+                g3[rows.ravel()] += h2 * gb.reshape(-1, 3)
         return g
+
+    def _barrier_derivs(self, x: np.ndarray, xs: np.ndarray):
+        """contact.derivatives_bodies at x (the barrier's gradient and Hessian in one pass), kept for the
+        hessian(x) that follows gradient(x) at the same iterate."""
+        c = self._derivs
+        if c is not None and c[0] is self.cands and c[1].shape == x.shape and np.array_equal(c[1], x):
+            return c[2]
+        d = self.contact.derivatives_bodies(xs, self.cands, self._body_info)
+        self._derivs = (self.cands, np.array(x), d)
+        return d
 
     def hessian(self, x: np.ndarray):
         h2 = self.h * self.h
@@ -202,7 +233,7 @@ class IncrementalPotential:
         if self.contact is not None:
             xs = self.D.to_x(x)
             if self._body_info is not None:
-                return H + self._contact_hessian_bodies(xs, nf)
+                return H + self._contact_hessian_bodies(x, xs, nf)
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
@@ -212,11 +243,11 @@ class IncrementalPotential:
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
 
-    def _contact_hessian_bodies(self, xs: np.ndarray, nf: int):
+    def _contact_hessian_bodies(self, x: np.ndarray, xs: np.ndarray, nf: int):
         """h^2 (barrier + friction Hessian) over the free DOFs, the pairs between affine bodies assembled into
         body blocks (contact/body_blocks.py), the others pulled from vertex triplets as before."""
         h2 = self.h * self.h
-        parts = [self.contact.hessian_bodies(xs, self.cands, self._body_info)]
+        parts = [self._barrier_derivs(x, xs)[2:]]
         fh = self.contact.friction_hessian_bodies(xs, self.h, self._body_info)
         if fh is not None:
             parts.append(fh)
