@@ -52,6 +52,9 @@ class NewtonResult:
 
 
 BENT_TRIES = 4   # bent steps tried per iteration: the full one, then shorter ones (see _bent_step)
+BODY_STEP = True
+"""When the full bent step is not collision free, first try the per-island scaled step (body_step.py: each
+island of touching or approaching bodies its own fraction of the step) before the uniform shorter tries."""
 
 
 def _bent_step(obj, x: np.ndarray, p: np.ndarray):
@@ -75,6 +78,11 @@ def _bent_step(obj, x: np.ndarray, p: np.ndarray):
             q = obj.search_direction(x, a * p)
         am = obj.max_step(x, q)
         if am < 1.0:
+            if k == 0 and BODY_STEP and getattr(obj, "step_groups", None) is not None:
+                from .body_step import scaled_step
+                qs = scaled_step(obj, x, p, q)   # each island of bodies its own fraction of the step
+                if qs is not None:
+                    return qs
             a *= 0.9 * am
             continue
         xn = x + q

@@ -1,0 +1,280 @@
+"""Per-island step bounds for affine bodies (issue 19; docs/solver.md, "The body step", item 7).
+
+One step size for the whole system lets the closest pair anywhere slow every body: on a bin of 200 props
+97-100% of the Newton iterations had their step cut by CCD to a median 7-11%. Here each body (a group: one
+body of the collision mesh, its vertex rows and, for an affine body, its 4 rows of z) takes its own
+fraction s_g of its Newton step:
+
+1. per-pair times of impact along the full (bent) step, over the swept candidate pairs of the line search
+   (boxes inflated by dhat / 2, so every pair within dhat at x is among them);
+2. islands: the moving groups joined by a pair that would collide within the step (toi < 1) or is within
+   dhat now (touching: the barrier couples them); a static collider joins nothing;
+3. each island takes 0.9 x the smallest toi of its pairs (an island without such a pair keeps its step);
+4. the scaled step, bent again (search_direction of the scaled Newton step), is checked with the objective's
+   own CCD bound over its whole straight path; a pair that now collides (bodies scaled differently follow
+   another relative path) merges its islands and lowers their factor, at most ROUNDS rounds;
+5. the step is taken only when it is collision free, valid and does not raise the energy (a rise halves
+   every factor, at most HALVINGS times); otherwise the caller's uniform backtracking runs.
+
+Only the search changes: the stop test still reads the true Newton step. Every quantity is a minimum over
+pairs or a union of pairs, so the result does not depend on the thread count or the pair order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from solver_server.bodies.affine import bodies_energy
+from solver_server.contact.barrier_pair import pair_energy
+from solver_server.contact.ccd import accd_pair, gather_motion, pair_of, stencil_dist2
+from solver_server.contact.friction import f0
+from solver_server.contact.pairs import pair_set
+from solver_server.threads import threads_for
+
+ETA = 0.1        # the CCD's kept gap fraction (contact/ccd.py max_step_size's default)
+SHRINK = 0.9     # an island takes this fraction of its smallest time of impact
+ROUNDS = 3       # scale / re-check rounds before giving up
+HALVINGS = 2     # energy-rise halvings of every factor before giving up
+
+STATS = {"tries": 0, "taken": 0, "ccd_fail": 0, "energy_fail": 0, "full_islands": 0}
+"""Counters for diagnosis (read and reset by scripts; never read by the solver)."""
+TRACE = None
+"""A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, vbody, dhat, eta):
+    """For each pair (rows of pairs, mode 0: vertex-face, 1: edge-edge): its ACCD time of impact along the
+    straight move x -> x + dx (1: none within the step), whether its contact distance at x is below dhat,
+    and the mesh bodies of its two sides."""
+    m = pairs.shape[0]
+    toi = np.ones(m)
+    touch = np.zeros(m, np.bool_)
+    ga = np.empty(m, np.int64)
+    gb = np.empty(m, np.int64)
+    for k in prange(m):
+        X0 = np.empty(12)
+        P = np.empty(12)
+        ids = np.empty(4, dtype=np.int64)
+        off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
+        ga[k] = vbody[ids[0]]
+        gb[k] = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
+        moving = gather_motion(x, dx, ids, X0, P)
+        s0 = math.sqrt(stencil_dist2(X0, mode == 1)) - off
+        touch[k] = s0 < dhat
+        if moving:
+            toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
+    return toi, touch, ga, gb
+
+
+@njit(cache=True, fastmath=False)
+def _find(parent, i):
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+@njit(cache=True, fastmath=False)
+def _islands(parent, factor, toi, join, ga, gb, moving, shrink):
+    """Unions the moving groups of the pairs flagged join (both sides moving) into parent (union-find over
+    groups, in place) and lowers each island's factor to shrink x the smallest toi < 1 of a pair with a
+    moving side in it. factor (groups,) holds the current factor per group; returns the new factor per group
+    (every member of an island the island's smallest factor)."""
+    n = parent.shape[0]
+    for k in range(toi.shape[0]):
+        a = ga[k]
+        b = gb[k]
+        if join[k] and moving[a] and moving[b]:
+            ra = _find(parent, a)
+            rb = _find(parent, b)
+            if ra != rb:
+                if ra < rb:
+                    parent[rb] = ra
+                else:
+                    parent[ra] = rb
+    root_f = np.full(n, np.inf)
+    for g in range(n):
+        r = _find(parent, g)
+        if factor[g] < root_f[r]:
+            root_f[r] = factor[g]
+    for k in range(toi.shape[0]):
+        if toi[k] < 1.0:
+            for g in (ga[k], gb[k]):
+                if moving[g]:
+                    r = _find(parent, g)
+                    f = shrink * toi[k] * factor[g]
+                    if f < root_f[r]:
+                        root_f[r] = f
+    out = np.empty(n)
+    for g in range(n):
+        out[g] = root_f[_find(parent, g)]
+    return out
+
+
+@njit(cache=True, fastmath=False)
+def _body_energies(z, zt, row0, L, kV, mbar, g, h2, active, bgroup, out):
+    """Adds each affine body's inertia + h2 (gravity + orthogonality) to out[its group]."""
+    for b in range(row0.size):
+        out[bgroup[b]] += bodies_energy(z, zt, row0[b:b + 1], L[b:b + 1], kV[b:b + 1], mbar[b:b + 1], g, 1.0, h2,
+                                        active[b:b + 1])
+
+
+@njit(cache=True, fastmath=False)
+def _pair_energies(x, ids, is_ee, off, epsx, dhat, w, vbody, static, out):
+    """Adds w x each barrier pair's energy to out[group] of both its sides (static colliders left out)."""
+    X = np.empty(12)
+    for k in range(ids.shape[0]):
+        for i in range(4):
+            for a in range(3):
+                X[3 * i + a] = x[ids[k, i], a]
+        e = w * pair_energy(X, is_ee[k], off[k], epsx[k], dhat)
+        ga = vbody[ids[k, 0]]
+        gb = vbody[ids[k, 2]] if is_ee[k] else vbody[ids[k, 1]]
+        if not static[ga]:
+            out[ga] += e
+        if gb != ga and not static[gb]:
+            out[gb] += e
+
+
+@njit(cache=True, fastmath=False)
+def _friction_energies(x, x_prev, ids, coef, T, ml, eps, w, vbody, static, out):
+    """Adds w x each friction pair's energy to out[group] of both its sides (static colliders left out)."""
+    for k in range(ids.shape[0]):
+        d0 = 0.0
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(4):
+            v = ids[k, i]
+            c = coef[k, i]
+            d0 += c * (x[v, 0] - x_prev[v, 0])
+            d1 += c * (x[v, 1] - x_prev[v, 1])
+            d2 += c * (x[v, 2] - x_prev[v, 2])
+        u0 = T[k, 0, 0] * d0 + T[k, 1, 0] * d1 + T[k, 2, 0] * d2
+        u1 = T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2
+        e = w * ml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps)
+        ga = vbody[ids[k, 0]]
+        gb = vbody[ids[k, 3]]
+        if not static[ga]:
+            out[ga] += e
+        if gb != ga and not static[gb]:
+            out[gb] += e
+
+
+def group_energies(obj, z: np.ndarray, cands) -> np.ndarray:
+    """(groups,) J: the affine bodies' own energies (inertia, gravity, orthogonality) per group, plus every
+    barrier and friction pair's energy added to the groups of both its sides. Only a guide to which islands
+    raised the energy (a pair between two islands counts in both; elastic and soft-vertex terms are left
+    out): the step is accepted on the objective's own energy."""
+    from solver_server.contact.terms import EPS_V
+    ng = obj.n_groups
+    out = np.zeros(ng)
+    ab = obj.ab
+    h2 = obj.h * obj.h
+    bg = obj.step_groups[ab.row0]
+    _body_energies(z, obj.x_tilde, ab.row0, ab.L, ab.kV, ab.mbar, np.asarray(obj.g, np.float64), h2, ab.active,
+                   bg, out)
+    c = obj.contact
+    m = c.mesh
+    xs = np.ascontiguousarray(obj.D.to_x(z), np.float64)
+    vb = np.asarray(m.vertex_body, np.int64)
+    st = np.asarray(m.body_static, np.bool_)
+    if cands is not None and len(cands):
+        ps = pair_set(cands, m, xs)
+        if len(ps):
+            _pair_energies(xs, ps.ids, ps.is_ee, ps.off, ps.epsx, float(c.dhat), h2 * c.kappa, vb, st, out)
+    fs = c.fs
+    if fs is not None and len(fs):
+        _friction_energies(xs, np.ascontiguousarray(c.x_prev, np.float64), fs.ids, fs.coef, fs.T, fs.mu_lambda,
+                           EPS_V * obj.h, h2, vb, st, out)
+    return out
+
+
+def pair_tois(obj, x: np.ndarray, q: np.ndarray):
+    """(toi, touching, group a, group b) of every swept candidate pair of the straight step x -> x + q
+    (z rows), the candidates the line search's energy would use (they are kept for it)."""
+    c = obj.contact
+    xs = obj.D.to_x(x)
+    dxs = obj.D.to_x(q)
+    x0 = np.ascontiguousarray(xs, np.float64)
+    dx = np.ascontiguousarray(dxs, np.float64)
+    cands = c.candidates_swept(x0, x0 + dx)
+    m = c.mesh
+    out = []
+    with threads_for(len(cands)):
+        for mode, pairs in ((0, cands.pt), (1, cands.ee)):
+            pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
+            out.append(_pair_tois(x0, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
+                                  m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
+    return tuple(np.concatenate([a[i] for a in out]) for i in range(4))
+
+
+def scaled_step(obj, x: np.ndarray, p: np.ndarray, q: np.ndarray):
+    """The per-island scaled step for the Newton step p whose full bent step q was not collision free (see
+    module doc), or None. obj provides step_groups
+    (n_z,) int64 (the group of each row of z; -1 for none), n_groups, group_static (groups,) bool,
+    search_direction, max_step, valid, line_search_energy and contact."""
+    groups = obj.step_groups
+    ng = obj.n_groups
+    rows = groups >= 0
+    mag = np.zeros(ng)
+    np.maximum.at(mag, groups[rows], np.abs(p[rows]).max(axis=1))
+    moving = (mag > 0.0) & ~obj.group_static
+    if not moving.any():
+        return None
+    STATS["tries"] += 1
+    parent = np.arange(ng, dtype=np.int64)
+    factor = np.ones(ng)
+    toi, touch, ga, gb = pair_tois(obj, x, q)
+    pair0 = (toi, touch, ga, gb)
+    factor = _islands(parent, factor, toi, (toi < 1.0) | touch, ga, gb, moving, SHRINK)
+    for r in range(ROUNDS):
+        if factor[moving].min() <= 0.0:
+            return None
+        scale = np.ones(x.shape[0])
+        scale[rows] = factor[groups[rows]]
+        q = obj.search_direction(x, scale[:, None] * p)
+        if obj.max_step(x, q) >= 1.0:
+            break
+        if r == ROUNDS - 1:
+            STATS["ccd_fail"] += 1
+            return None
+        toi, touch, ga, gb = pair_tois(obj, x, q)
+        # along the scaled step: pairs that now collide join their islands and lower them (relative to the
+        # factors this step was built with)
+        f2 = _islands(parent, np.ones(ng), toi, toi < 1.0, ga, gb, moving, SHRINK)
+        factor = _islands(parent, factor * f2, toi[:0], toi[:0] < 1.0, ga[:0], gb[:0], moving, SHRINK)
+    if factor[moving].min() >= 1.0:
+        return None   # nothing was scaled: the caller's own full step (it failed, or was not clear)
+    roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
+    for h in range(HALVINGS + 1):
+        if h > 0:
+            scale = np.ones(x.shape[0])
+            scale[rows] = factor[groups[rows]]
+            q = obj.search_direction(x, scale[:, None] * p)
+            if obj.max_step(x, q) < 1.0:
+                STATS["ccd_fail"] += 1
+                return None
+        xn = x + q
+        if not obj.valid(xn):
+            factor = 0.5 * factor
+            continue
+        E = obj.line_search_energy(x, xn)
+        if E(xn) <= E(x):
+            STATS["taken"] += 1
+            STATS["full_islands"] += float(np.mean(factor[moving] >= 1.0))
+            if TRACE is not None:
+                TRACE("taken", factor, moving, parent, obj, x, p, pair0)
+            return q
+        # halve the islands whose own energy rose (all of them when none is found)
+        dE = group_energies(obj, xn, obj._ls_cands) - group_energies(obj, x, obj._ls_cands)
+        dI = np.zeros(ng)
+        np.add.at(dI, roots, dE)
+        up = (dI[roots] > 0.0) & moving
+        factor = np.where(up if up.any() else moving, 0.5 * factor, factor)
+    STATS["energy_fail"] += 1
+    if TRACE is not None:
+        TRACE("energy", factor, moving, parent, obj, x, p, pair0)
+    return None
