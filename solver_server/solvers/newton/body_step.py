@@ -28,17 +28,18 @@ from numba import njit, prange
 
 from solver_server.bodies.affine import bodies_energy
 from solver_server.contact.barrier_pair import pair_energy
-from solver_server.contact.ccd import accd_pair, gather_motion, pair_of, stencil_dist2
+from solver_server.contact.ccd import _box_gap, accd_pair, gather_motion, pair_of, stencil_dist2
 from solver_server.contact.friction import f0
 from solver_server.contact.pairs import pair_set
 from solver_server.threads import threads_for
 
 ETA = 0.1        # the CCD's kept gap fraction (contact/ccd.py max_step_size's default)
 SHRINK = 0.9     # an island takes this fraction of its smallest time of impact
-ROUNDS = 3       # scale / re-check rounds before giving up
-HALVINGS = 2     # energy-rise halvings of every factor before giving up
+ATTEMPTS = 6     # steps tried per Newton iteration (CCD re-checks and energy halvings together)
+MARGIN = 1.0     # x dhat: how far a tried step's vertex may leave its full-step segment (candidate boxes' extra pad)
+MIN_FACTOR = 1e-6   # an island's factor below this: give up (the caller's search)
 
-STATS = {"tries": 0, "taken": 0, "ccd_fail": 0, "energy_fail": 0, "full_islands": 0}
+STATS = {"tries": 0, "taken": 0, "fail": 0, "margin_fail": 0, "full_islands": 0}
 """Counters for diagnosis (read and reset by scripts; never read by the solver)."""
 TRACE = None
 """A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
@@ -52,6 +53,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
     m = pairs.shape[0]
     toi = np.ones(m)
     touch = np.zeros(m, np.bool_)
+    dist = np.empty(m)
     ga = np.empty(m, np.int64)
     gb = np.empty(m, np.int64)
     for k in prange(m):
@@ -62,11 +64,14 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
         ga[k] = vbody[ids[0]]
         gb[k] = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
         moving = gather_motion(x, dx, ids, X0, P)
-        s0 = math.sqrt(stencil_dist2(X0, mode == 1)) - off
+        s0 = _box_gap(X0, mode == 1) - off   # a lower bound of the contact distance, exact enough beyond dhat
+        if s0 < dhat:
+            s0 = math.sqrt(stencil_dist2(X0, mode == 1)) - off
         touch[k] = s0 < dhat
+        dist[k] = s0
         if moving:
             toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
-    return toi, touch, ga, gb
+    return toi, touch, ga, gb, dist
 
 
 @njit(cache=True, fastmath=False)
@@ -192,30 +197,47 @@ def group_energies(obj, z: np.ndarray, cands) -> np.ndarray:
     return out
 
 
-def pair_tois(obj, x: np.ndarray, q: np.ndarray):
-    """(toi, touching, group a, group b) of every swept candidate pair of the straight step x -> x + q
-    (z rows), the candidates the line search's energy would use (they are kept for it)."""
+def _tois(obj, xs: np.ndarray, dx: np.ndarray, cands):
+    """(toi, touching, group a, group b, contact distance at xs) of the candidate pairs cands along the straight
+    move xs -> xs + dx (vertex positions)."""
     c = obj.contact
-    xs = obj.D.to_x(x)
-    dxs = obj.D.to_x(q)
-    x0 = np.ascontiguousarray(xs, np.float64)
-    dx = np.ascontiguousarray(dxs, np.float64)
-    cands = c.candidates_swept(x0, x0 + dx)
     m = c.mesh
     out = []
     with threads_for(len(cands)):
         for mode, pairs in ((0, cands.pt), (1, cands.ee)):
             pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
-            out.append(_pair_tois(x0, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
+            out.append(_pair_tois(xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
                                   m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
-    return tuple(np.concatenate([a[i] for a in out]) for i in range(4))
+    return tuple(np.concatenate([a[i] for a in out]) for i in range(5))
 
 
-def scaled_step(obj, x: np.ndarray, p: np.ndarray, q: np.ndarray):
-    """The per-island scaled step for the Newton step p whose full bent step q was not collision free (see
-    module doc), or None. obj provides step_groups
-    (n_z,) int64 (the group of each row of z; -1 for none), n_groups, group_static (groups,) bool,
-    search_direction, max_step, valid, line_search_energy and contact."""
+@njit(cache=True, fastmath=False)
+def _off_segment(dx, d0):
+    """Largest distance (m) of a vertex's move dx[i] from the segment [0, d0[i]] of its full-step move."""
+    worst = 0.0
+    for i in range(dx.shape[0]):
+        dd = d0[i, 0] * d0[i, 0] + d0[i, 1] * d0[i, 1] + d0[i, 2] * d0[i, 2]
+        t = 0.0
+        if dd > 0.0:
+            t = (dx[i, 0] * d0[i, 0] + dx[i, 1] * d0[i, 1] + dx[i, 2] * d0[i, 2]) / dd
+            t = min(1.0, max(0.0, t))
+        e0 = dx[i, 0] - t * d0[i, 0]
+        e1 = dx[i, 1] - t * d0[i, 1]
+        e2 = dx[i, 2] - t * d0[i, 2]
+        worst = max(worst, math.sqrt(e0 * e0 + e1 * e1 + e2 * e2))
+    return worst
+
+
+def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
+    """The step to take for the Newton step p whose full bent step is q0: q0 itself or a per-island scaled
+    step (see module doc), or None (then the caller's uniform search runs). obj provides step_groups (n_z,)
+    int64 (the group of each row of z; -1 for none), n_groups, group_static (groups,) bool, search_direction,
+    valid, energy_on(cands) and contact.
+
+    One broad phase: the swept candidates of the full step q0 with boxes inflated by dhat / 2 + MARGIN. Every
+    step tried moves each vertex to within MARGIN of its full-step segment (checked; else None), so these
+    candidates hold every pair that can reach contact along it (ACCD on all of them is the CCD of the step)
+    and every pair within dhat anywhere on it (its energy, and the next iteration's candidates)."""
     groups = obj.step_groups
     ng = obj.n_groups
     rows = groups >= 0
@@ -225,56 +247,71 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q: np.ndarray):
     if not moving.any():
         return None
     STATS["tries"] += 1
+    c = obj.contact
+    dhat = float(c.dhat)
+    margin = MARGIN * dhat
+    xs = np.ascontiguousarray(obj.D.to_x(x), np.float64)
+    d0 = np.ascontiguousarray(obj.D.to_x(q0), np.float64)
+    cands = c._filtered(c.C.find_candidates_ccd(xs, xs + d0, c.mesh, dhat + 2.0 * margin))
     parent = np.arange(ng, dtype=np.int64)
+    toi, touch, ga, gb, dist = _tois(obj, xs, d0, cands)
+    pair0 = (toi, touch, ga, gb, dist)
     factor = np.ones(ng)
-    toi, touch, ga, gb = pair_tois(obj, x, q)
-    pair0 = (toi, touch, ga, gb)
-    factor = _islands(parent, factor, toi, (toi < 1.0) | touch, ga, gb, moving, SHRINK)
-    for r in range(ROUNDS):
-        if factor[moving].min() <= 0.0:
-            return None
-        scale = np.ones(x.shape[0])
-        scale[rows] = factor[groups[rows]]
-        q = obj.search_direction(x, scale[:, None] * p)
-        if obj.max_step(x, q) >= 1.0:
-            break
-        if r == ROUNDS - 1:
-            STATS["ccd_fail"] += 1
-            return None
-        toi, touch, ga, gb = pair_tois(obj, x, q)
-        # along the scaled step: pairs that now collide join their islands and lower them (relative to the
-        # factors this step was built with)
-        f2 = _islands(parent, np.ones(ng), toi, toi < 1.0, ga, gb, moving, SHRINK)
-        factor = _islands(parent, factor * f2, toi[:0], toi[:0] < 1.0, ga[:0], gb[:0], moving, SHRINK)
-    if factor[moving].min() >= 1.0:
-        return None   # nothing was scaled: the caller's own full step (it failed, or was not clear)
-    roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
-    for h in range(HALVINGS + 1):
-        if h > 0:
+    if (toi < 1.0).any():
+        factor = _islands(parent, factor, toi, (toi < 1.0) | touch, ga, gb, moving, SHRINK)
+    else:   # the full step is clear: islands of touching bodies only (energy halvings)
+        _islands(parent, factor, toi, touch, ga, gb, moving, SHRINK)
+    q = q0
+    dx = d0
+    corr = q0 - p   # the bend of the full step (bodies/affine.py rotation_following_step: W^2 A / 2 per body)
+    clear = not (toi < 1.0).any()
+    E = obj.energy_on(cands)
+    E0 = None
+    for attempt in range(ATTEMPTS):
+        if attempt > 0:
+            if factor[moving].min() < MIN_FACTOR:
+                break
             scale = np.ones(x.shape[0])
             scale[rows] = factor[groups[rows]]
-            q = obj.search_direction(x, scale[:, None] * p)
-            if obj.max_step(x, q) < 1.0:
-                STATS["ccd_fail"] += 1
-                return None
+            sc = scale[:, None]
+            q = sc * p + (sc * sc) * corr    # = search_direction(x, scale p): the bend is quadratic in the step
+            dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
+            if _off_segment(dx, d0) > margin:
+                # re-bent too far from the full step's path: the full bent step scaled per island instead
+                # (each vertex on its segment; the rotation is then bent for the full step only)
+                STATS["margin_fail"] += 1
+                q = scale[:, None] * q0
+                dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
+            toi, touch, ga, gb, _ = _tois(obj, xs, dx, cands)
+            clear = not (toi < 1.0).any()
+        if not clear and attempt == 0:
+            continue   # the islands' factors of the full step's times of impact (above)
+        if not clear:
+            # pairs that collide along this step join their islands, which take SHRINK x the pair's toi of
+            # their present factors (then every member the island's smallest)
+            f2 = _islands(parent, np.ones(ng), toi, toi < 1.0, ga, gb, moving, SHRINK)
+            factor = _islands(parent, factor * f2, toi[:0], toi[:0] < 1.0, ga[:0], gb[:0], moving, SHRINK)
+            continue
         xn = x + q
         if not obj.valid(xn):
             factor = 0.5 * factor
             continue
-        E = obj.line_search_energy(x, xn)
-        if E(xn) <= E(x):
+        if E0 is None:
+            E0 = E(x)
+        if E(xn) <= E0:
             STATS["taken"] += 1
             STATS["full_islands"] += float(np.mean(factor[moving] >= 1.0))
             if TRACE is not None:
                 TRACE("taken", factor, moving, parent, obj, x, p, pair0)
             return q
         # halve the islands whose own energy rose (all of them when none is found)
-        dE = group_energies(obj, xn, obj._ls_cands) - group_energies(obj, x, obj._ls_cands)
+        roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
+        dE = group_energies(obj, xn, cands) - group_energies(obj, x, cands)
         dI = np.zeros(ng)
         np.add.at(dI, roots, dE)
         up = (dI[roots] > 0.0) & moving
         factor = np.where(up if up.any() else moving, 0.5 * factor, factor)
-    STATS["energy_fail"] += 1
+    STATS["fail"] += 1
     if TRACE is not None:
-        TRACE("energy", factor, moving, parent, obj, x, p, pair0)
+        TRACE("fail", factor, moving, parent, obj, x, p, pair0)
     return None

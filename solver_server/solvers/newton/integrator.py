@@ -295,6 +295,12 @@ class IncrementalPotential:
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
+    def energy_on(self, cands):
+        """E(x) with the contact candidates cands, which must hold every pair within dhat at the x it is called
+        with (Newton's per-island step, body_step.py); cands become the accepted point's candidates."""
+        self._ls_cands = cands
+        return lambda x: self._energy(x, cands)
+
     def valid(self, x: np.ndarray) -> bool:
         if self.ab is not None and self.ab.min_det(x) <= 0.0:
             return False

@@ -72,17 +72,17 @@ def _bent_step(obj, x: np.ndarray, p: np.ndarray):
     q = obj.search_direction(x, p)
     if q is p:
         return None
+    if BODY_STEP and getattr(obj, "step_groups", None) is not None:
+        from .body_step import scaled_step
+        qs = scaled_step(obj, x, p, q)   # the full step, or each island of bodies its own fraction of it
+        if qs is not None:
+            return qs
     a = 1.0
     for k in range(BENT_TRIES):
         if k > 0:
             q = obj.search_direction(x, a * p)
         am = obj.max_step(x, q)
         if am < 1.0:
-            if k == 0 and BODY_STEP and getattr(obj, "step_groups", None) is not None:
-                from .body_step import scaled_step
-                qs = scaled_step(obj, x, p, q)   # each island of bodies its own fraction of the step
-                if qs is not None:
-                    return qs
             a *= 0.9 * am
             continue
         xn = x + q
