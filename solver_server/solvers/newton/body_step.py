@@ -3,21 +3,25 @@
 One step size for the whole system lets the closest pair anywhere slow every body: on a bin of 200 props
 97-100% of the Newton iterations had their step cut by CCD to a median 7-11%. Here each body (a group: one
 body of the collision mesh, its vertex rows and, for an affine body, its 4 rows of z) takes its own
-fraction s_g of its Newton step:
+fraction s_g of its (bent) Newton step:
 
-1. per-pair times of impact along the full (bent) step, over the swept candidate pairs of the line search
-   (boxes inflated by dhat / 2, so every pair within dhat at x is among them);
-2. islands: the moving groups joined by a pair that would collide within the step (toi < 1) or is within
-   dhat now (touching: the barrier couples them); a static collider joins nothing;
-3. each island takes 0.9 x the smallest toi of its pairs (an island without such a pair keeps its step);
-4. the scaled step, bent again (search_direction of the scaled Newton step), is checked with the objective's
-   own CCD bound over its whole straight path; a pair that now collides (bodies scaled differently follow
-   another relative path) merges its islands and lowers their factor, at most ROUNDS rounds;
-5. the step is taken only when it is collision free, valid and does not raise the energy (a rise halves
-   every factor, at most HALVINGS times); otherwise the caller's uniform backtracking runs.
+1. one broad phase: the swept candidate pairs of the full bent step q0, boxes inflated by dhat / 2 + MARGIN
+   dhat; per pair its ACCD time of impact along q0 and whether it is within dhat now (touching);
+2. islands: the moving groups joined by a pair that would collide within the step (toi < 1) or touches (the
+   barrier couples them); a static collider joins nothing. Each island takes SHRINK x the smallest toi of its
+   pairs (1 without one: a body far from every impact takes its full step);
+3. the scaled step s p + s^2 (q0 - p) per body (the bend is quadratic in the step, so this is the bent step of
+   the scaled Newton step; where it leaves q0's path by more than MARGIN dhat, s q0 instead) is checked by
+   ACCD on the same candidates, which hold every pair that can meet along it: a pair that now collides
+   (bodies scaled differently follow another relative path) merges its islands and lowers them;
+4. a collision-free step is taken when it is valid and does not raise the energy (evaluated on the same
+   candidates, which hold every pair within dhat on the path); when it raises it, the islands whose own
+   energy rose (group_energies: a guide only) are halved. At most ATTEMPTS tries, then None and the caller's
+   uniform search runs as before.
 
 Only the search changes: the stop test still reads the true Newton step. Every quantity is a minimum over
-pairs or a union of pairs, so the result does not depend on the thread count or the pair order.
+pairs, a sum per group or a union of pairs, so the result does not depend on the thread count; nothing is
+carried from one Newton iteration to the next.
 """
 from __future__ import annotations
 
@@ -35,11 +39,14 @@ from solver_server.threads import threads_for
 
 ETA = 0.1        # the CCD's kept gap fraction (contact/ccd.py max_step_size's default)
 SHRINK = 0.9     # an island takes this fraction of its smallest time of impact
-ATTEMPTS = 6     # steps tried per Newton iteration (CCD re-checks and energy halvings together)
+ATTEMPTS = 10    # steps tried per Newton iteration (CCD re-checks and energy halvings together); bin of 200, frames
+                 # 4-6: 20 / 47 / 27 of 100 iterations fell back to the uniform search with 6, 9 / 3 / 0 with 10
 MARGIN = 1.0     # x dhat: how far a tried step's vertex may leave its full-step segment (candidate boxes' extra pad)
+JOIN_TOUCHING = True   # bodies within dhat of each other share an island (False: only pairs that would collide)
 MIN_FACTOR = 1e-6   # an island's factor below this: give up (the caller's search)
 
-STATS = {"tries": 0, "taken": 0, "fail": 0, "margin_fail": 0, "full_islands": 0}
+STATS = {"tries": 0, "taken": 0, "fail": 0, "margin_fail": 0, "full_islands": 0, "ccd_retry": 0, "energy_retry": 0,
+         "invalid_retry": 0}
 """Counters for diagnosis (read and reset by scripts; never read by the solver)."""
 TRACE = None
 """A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
@@ -258,9 +265,9 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     pair0 = (toi, touch, ga, gb, dist)
     factor = np.ones(ng)
     if (toi < 1.0).any():
-        factor = _islands(parent, factor, toi, (toi < 1.0) | touch, ga, gb, moving, SHRINK)
+        factor = _islands(parent, factor, toi, (toi < 1.0) | (touch & JOIN_TOUCHING), ga, gb, moving, SHRINK)
     else:   # the full step is clear: islands of touching bodies only (energy halvings)
-        _islands(parent, factor, toi, touch, ga, gb, moving, SHRINK)
+        _islands(parent, factor, toi, touch & JOIN_TOUCHING, ga, gb, moving, SHRINK)
     q = q0
     dx = d0
     corr = q0 - p   # the bend of the full step (bodies/affine.py rotation_following_step: W^2 A / 2 per body)
@@ -289,11 +296,13 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
         if not clear:
             # pairs that collide along this step join their islands, which take SHRINK x the pair's toi of
             # their present factors (then every member the island's smallest)
+            STATS["ccd_retry"] += 1
             f2 = _islands(parent, np.ones(ng), toi, toi < 1.0, ga, gb, moving, SHRINK)
             factor = _islands(parent, factor * f2, toi[:0], toi[:0] < 1.0, ga[:0], gb[:0], moving, SHRINK)
             continue
         xn = x + q
         if not obj.valid(xn):
+            STATS["invalid_retry"] += 1
             factor = 0.5 * factor
             continue
         if E0 is None:
@@ -305,6 +314,7 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
                 TRACE("taken", factor, moving, parent, obj, x, p, pair0)
             return q
         # halve the islands whose own energy rose (all of them when none is found)
+        STATS["energy_retry"] += 1
         roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
         dE = group_energies(obj, xn, cands) - group_energies(obj, x, cands)
         dI = np.zeros(ng)
