@@ -101,3 +101,23 @@ def test_a_body_far_from_every_impact_takes_its_full_step(monkeypatch):
     r = Run(scene(a, b, c, ground(), frame_start=1, frame_end=4))
     r.advance(3)
     assert far["checked"] > 0
+
+
+def test_scaled_steps_give_the_same_bytes_whatever_the_thread_count(monkeypatch):
+    """The per-island search reduces over pairs with minima, sums per group and unions only, so a bake of thrown
+    boxes is byte-identical with every kernel on one thread and every kernel threaded."""
+    import numba
+    import pytest
+    from solver_server import threads
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs numba threads")
+    out = []
+    for threaded in (False, True):
+        monkeypatch.setattr(threads, "PARALLEL_MIN_ITEMS", 0 if threaded else 10 ** 12)
+        monkeypatch.setattr(threads, "machine_has_idle_core", lambda busy_others=0.0, t=threaded: t)
+        body_step.STATS["taken"] = 0
+        r = Run(scene(*_thrown_boxes(8, 1), ground(), frame_start=1, frame_end=5))
+        r.advance(4)
+        assert body_step.STATS["taken"] > 0
+        out.append(np.ascontiguousarray(r.z).tobytes())
+    assert out[0] == out[1]
