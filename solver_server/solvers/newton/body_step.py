@@ -42,6 +42,7 @@ SHRINK = 0.9     # an island takes this fraction of its smallest time of impact
 ATTEMPTS = 10    # steps tried per Newton iteration (CCD re-checks and energy halvings together); bin of 200, frames
                  # 4-6: 20 / 47 / 27 of 100 iterations fell back to the uniform search with 6, 9 / 3 / 0 with 10
 MARGIN = 1.0     # x dhat: how far a tried step's vertex may leave its full-step segment (candidate boxes' extra pad)
+JOIN_FRICTION = True   # the bodies of a friction pair share an island
 JOIN_TOUCHING = True   # bodies within dhat of each other share an island (False: only pairs that would collide)
 MIN_FACTOR = 1e-6   # an island's factor below this: give up (the caller's search)
 
@@ -210,12 +211,24 @@ def _tois(obj, xs: np.ndarray, dx: np.ndarray, cands):
     c = obj.contact
     m = c.mesh
     out = []
-    with threads_for(len(cands)):
-        for mode, pairs in ((0, cands.pt), (1, cands.ee)):
-            pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
-            out.append(_pair_tois(xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
-                                  m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
+    for mode, pairs in ((0, cands.pt), (1, cands.ee)):
+        pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
+        out.append(_pair_tois(xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
+                              m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
     return tuple(np.concatenate([a[i] for a in out]) for i in range(5))
+
+
+def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.ndarray, redo: np.ndarray):
+    """The times of impact of the pairs flagged redo (over pt then ee rows) along xs -> xs + dx."""
+    c = obj.contact
+    m = c.mesh
+    k = pt.shape[0]
+    out = []
+    for mode, pairs, sel in ((0, pt, redo[:k]), (1, ee, redo[k:])):
+        sub = np.ascontiguousarray(pairs[sel])
+        out.append(_pair_tois(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset,
+                              m.vertex_body.astype(np.int64), float(c.dhat), ETA)[0])
+    return np.concatenate(out)
 
 
 @njit(cache=True, fastmath=False)
@@ -236,6 +249,13 @@ def _off_segment(dx, d0):
 
 
 def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
+    """See _scaled_step; the thread policy decided once for the whole search (its pair kernels)."""
+    c = obj.contact
+    with threads_for(c.mesh.n_verts + c.mesh.edges.shape[0]):
+        return _scaled_step(obj, x, p, q0)
+
+
+def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     """The step to take for the Newton step p whose full bent step is q0: q0 itself or a per-island scaled
     step (see module doc), or None (then the caller's uniform search runs). obj provides step_groups (n_z,)
     int64 (the group of each row of z; -1 for none), n_groups, group_static (groups,) bool, search_direction,
@@ -261,8 +281,17 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     d0 = np.ascontiguousarray(obj.D.to_x(q0), np.float64)
     cands = c._filtered(c.C.find_candidates_ccd(xs, xs + d0, c.mesh, dhat + 2.0 * margin))
     parent = np.arange(ng, dtype=np.int64)
+    if JOIN_FRICTION and c.fs is not None and len(c.fs):
+        # lagged friction couples the bodies of its pairs (frozen at the step's start) wherever they are now
+        vb = np.asarray(c.mesh.vertex_body, np.int64)
+        fa, fb = vb[c.fs.ids[:, 0]], vb[c.fs.ids[:, 3]]
+        ones = np.ones(fa.size)
+        _islands(parent, np.ones(ng), ones, np.ones(fa.size, np.bool_), fa, fb, moving, SHRINK)
     toi, touch, ga, gb, dist = _tois(obj, xs, d0, cands)
     pair0 = (toi, touch, ga, gb, dist)
+    pt = np.ascontiguousarray(np.asarray(cands.pt).reshape(-1, 2), np.int64)
+    ee = np.ascontiguousarray(np.asarray(cands.ee).reshape(-1, 2), np.int64)
+    f_eval, mode_eval = np.ones(ng), None   # the factors (and bend mode) toi was evaluated with (None: q0)
     factor = np.ones(ng)
     if (toi < 1.0).any():
         factor = _islands(parent, factor, toi, (toi < 1.0) | (touch & JOIN_TOUCHING), ga, gb, moving, SHRINK)
@@ -274,6 +303,7 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     clear = not (toi < 1.0).any()
     E = obj.energy_on(cands)
     E0 = None
+    e_start = None
     for attempt in range(ATTEMPTS):
         if attempt > 0:
             if factor[moving].min() < MIN_FACTOR:
@@ -281,15 +311,27 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             scale = np.ones(x.shape[0])
             scale[rows] = factor[groups[rows]]
             sc = scale[:, None]
-            q = sc * p + (sc * sc) * corr    # = search_direction(x, scale p): the bend is quadratic in the step
+            # = search_direction(x, scale p) (the bend is quadratic in the step); rows at factor 1 are q0's, bit for bit
+            q = np.where(sc == 1.0, q0, sc * p + (sc * sc) * corr)
             dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
+            prefix = False
             if _off_segment(dx, d0) > margin:
                 # re-bent too far from the full step's path: the full bent step scaled per island instead
                 # (each vertex on its segment; the rotation is then bent for the full step only)
                 STATS["margin_fail"] += 1
+                prefix = True
                 q = scale[:, None] * q0
                 dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
-            toi, touch, ga, gb, _ = _tois(obj, xs, dx, cands)
+            # a pair's time of impact depends on its two groups' moves only: recompute the pairs of the groups
+            # whose move changed since the last evaluation
+            mode = prefix
+            changed = (factor != f_eval) | ((mode != mode_eval) & (factor != 1.0))
+            redo = changed[ga] | changed[gb]
+            if redo.any():
+                sub = _tois_subset(obj, xs, dx, pt, ee, redo)
+                toi = toi.copy()
+                toi[redo] = sub
+            f_eval, mode_eval = factor.copy(), mode
             clear = not (toi < 1.0).any()
         if not clear and attempt == 0:
             continue   # the islands' factors of the full step's times of impact (above)
@@ -316,7 +358,9 @@ def scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
         # halve the islands whose own energy rose (all of them when none is found)
         STATS["energy_retry"] += 1
         roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
-        dE = group_energies(obj, xn, cands) - group_energies(obj, x, cands)
+        if e_start is None:
+            e_start = group_energies(obj, x, cands)
+        dE = group_energies(obj, xn, cands) - e_start
         dI = np.zeros(ng)
         np.add.at(dI, roots, dE)
         up = (dI[roots] > 0.0) & moving
