@@ -41,6 +41,7 @@ ETA = 0.1        # the CCD's kept gap fraction (contact/ccd.py max_step_size's d
 SHRINK = 0.9     # an island takes this fraction of its smallest time of impact
 ATTEMPTS = 10    # steps tried per Newton iteration (CCD re-checks and energy halvings together); bin of 200, frames
                  # 4-6: 20 / 47 / 27 of 100 iterations fell back to the uniform search with 6, 9 / 3 / 0 with 10
+CCD_ROUNDS = 30  # CCD re-check rounds (island merges) per Newton iteration, besides the ATTEMPTS energy tries
 MARGIN = 1.0     # x dhat: how far a tried step's vertex may leave its full-step segment (candidate boxes' extra pad)
 JOIN_FRICTION = True   # the bodies of a friction pair share an island
 JOIN_TOUCHING = True   # bodies within dhat of each other share an island (False: only pairs that would collide)
@@ -176,6 +177,56 @@ def _friction_energies(x, x_prev, ids, coef, T, ml, eps, w, vbody, static, out):
             out[gb] += e
 
 
+@njit(cache=True, fastmath=False)
+def _merge(parent, factor, toi, ga, gb, moving, shrink):
+    """One CCD round on a scaled step (factor: each group its island's factor; toi: the pairs' times of impact
+    along the step). A colliding pair between two islands merges them at the smaller factor (moving together
+    at the same fraction they follow a prefix of their full-step relative path, which the first pass bounded);
+    a colliding pair inside one island (from the start of the round) or against a non-moving side shrinks
+    its island to shrink x toi of its factor. Returns the new factor per group (parent updated in place)."""
+    n = parent.shape[0]
+    root0 = np.empty(n, np.int64)
+    rf = np.full(n, np.inf)
+    for g in range(n):
+        r = _find(parent, g)
+        root0[g] = r
+        if factor[g] < rf[r]:
+            rf[r] = factor[g]
+    for k in range(toi.shape[0]):
+        a = ga[k]
+        b = gb[k]
+        if toi[k] < 1.0 and moving[a] and moving[b] and root0[a] != root0[b]:
+            ra = _find(parent, a)
+            rb = _find(parent, b)
+            if ra != rb:
+                f = min(rf[ra], rf[rb])
+                if ra < rb:
+                    parent[rb] = ra
+                    rf[ra] = f
+                else:
+                    parent[ra] = rb
+                    rf[rb] = f
+    cut = np.full(n, np.inf)
+    for k in range(toi.shape[0]):
+        a = ga[k]
+        b = gb[k]
+        if toi[k] >= 1.0:
+            continue
+        if moving[a] and moving[b] and root0[a] != root0[b]:
+            continue
+        for g in (a, b):
+            if moving[g]:
+                r = _find(parent, g)
+                f = shrink * toi[k] * factor[g]
+                if f < cut[r]:
+                    cut[r] = f
+    out = np.empty(n)
+    for g in range(n):
+        r = _find(parent, g)
+        out[g] = min(rf[r], cut[r])
+    return out
+
+
 def group_energies(obj, z: np.ndarray, cands) -> np.ndarray:
     """(groups,) J: the affine bodies' own energies (inertia, gravity, orthogonality) per group, plus every
     barrier and friction pair's energy added to the groups of both its sides. Only a guide to which islands
@@ -304,7 +355,8 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     E = obj.energy_on(cands)
     E0 = None
     e_start = None
-    for attempt in range(ATTEMPTS):
+    rounds = 0
+    for attempt in range(ATTEMPTS + CCD_ROUNDS):
         if attempt > 0:
             if factor[moving].min() < MIN_FACTOR:
                 break
@@ -339,9 +391,13 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             # pairs that collide along this step join their islands, which take SHRINK x the pair's toi of
             # their present factors (then every member the island's smallest)
             STATS["ccd_retry"] += 1
-            f2 = _islands(parent, np.ones(ng), toi, toi < 1.0, ga, gb, moving, SHRINK)
-            factor = _islands(parent, factor * f2, toi[:0], toi[:0] < 1.0, ga[:0], gb[:0], moving, SHRINK)
+            rounds += 1
+            if rounds > CCD_ROUNDS:
+                break
+            factor = _merge(parent, factor, toi, ga, gb, moving, SHRINK)
             continue
+        if attempt - rounds >= ATTEMPTS:
+            break
         xn = x + q
         if not obj.valid(xn):
             STATS["invalid_retry"] += 1

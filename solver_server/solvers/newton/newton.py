@@ -15,6 +15,9 @@ The objective is any object with
                             collision free and it does not raise the energy (tried for p and shorter
                             multiples, _bent_step); else the ordinary backtracking line search on p runs
                             (the stop test always reads p itself)
+  step_groups (optional)  -> (n_z,) body of each row, or None: with it (affine bodies) the bent step is first
+                            tried per island, each island of touching or approaching bodies its own fraction
+                            of the step (body_step.py; needs n_groups, group_static, energy_on, contact)
   mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
   dof_group  (optional)  -> (f,) int64 body of each free DOF (one group for all when absent)
   local_refinement (optional) -> False to skip the local refinement (default True)
