@@ -32,6 +32,7 @@ from numba import njit, prange
 
 from solver_server.bodies.affine import bodies_energy
 from solver_server.contact.barrier_pair import pair_energy
+from solver_server.contact.broad_phase import Candidates
 from solver_server.contact.ccd import _box_gap, accd_pair, gather_motion, pair_of, stencil_dist2
 from solver_server.contact.friction import f0
 from solver_server.contact.pairs import pair_set
@@ -63,6 +64,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
     toi = np.ones(m)
     touch = np.zeros(m, np.bool_)
     dist = np.empty(m)
+    near1 = np.zeros(m, np.bool_)
     ga = np.empty(m, np.int64)
     gb = np.empty(m, np.int64)
     for k in prange(m):
@@ -80,7 +82,12 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
         dist[k] = s0
         if moving:
             toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
-    return toi, touch, ga, gb, dist
+            for j in range(12):
+                X0[j] += P[j]
+            near1[k] = _box_gap(X0, mode == 1) - off < dhat
+        else:
+            near1[k] = s0 < dhat
+    return toi, touch, ga, gb, dist, near1
 
 
 @njit(cache=True, fastmath=False)
@@ -266,7 +273,7 @@ def _tois(obj, xs: np.ndarray, dx: np.ndarray, cands):
         pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
         out.append(_pair_tois(xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
                               m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
-    return tuple(np.concatenate([a[i] for a in out]) for i in range(5))
+    return tuple(np.concatenate([a[i] for a in out]) for i in range(6))
 
 
 def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.ndarray, redo: np.ndarray):
@@ -277,9 +284,10 @@ def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.nda
     out = []
     for mode, pairs, sel in ((0, pt, redo[:k]), (1, ee, redo[k:])):
         sub = np.ascontiguousarray(pairs[sel])
-        out.append(_pair_tois(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset,
-                              m.vertex_body.astype(np.int64), float(c.dhat), ETA)[0])
-    return np.concatenate(out)
+        r = _pair_tois(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset,
+                       m.vertex_body.astype(np.int64), float(c.dhat), ETA)
+        out.append((r[0], r[5]))
+    return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
 
 
 @njit(cache=True, fastmath=False)
@@ -338,7 +346,7 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
         fa, fb = vb[c.fs.ids[:, 0]], vb[c.fs.ids[:, 3]]
         ones = np.ones(fa.size)
         _islands(parent, np.ones(ng), ones, np.ones(fa.size, np.bool_), fa, fb, moving, SHRINK)
-    toi, touch, ga, gb, dist = _tois(obj, xs, d0, cands)
+    toi, touch, ga, gb, dist, near1 = _tois(obj, xs, d0, cands)
     pair0 = (toi, touch, ga, gb, dist)
     pt = np.ascontiguousarray(np.asarray(cands.pt).reshape(-1, 2), np.int64)
     ee = np.ascontiguousarray(np.asarray(cands.ee).reshape(-1, 2), np.int64)
@@ -352,8 +360,6 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     dx = d0
     corr = q0 - p   # the bend of the full step (bodies/affine.py rotation_following_step: W^2 A / 2 per body)
     clear = not (toi < 1.0).any()
-    E = obj.energy_on(cands)
-    E0 = None
     e_start = None
     rounds = 0
     for attempt in range(ATTEMPTS + CCD_ROUNDS):
@@ -380,9 +386,11 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             changed = (factor != f_eval) | ((mode != mode_eval) & (factor != 1.0))
             redo = changed[ga] | changed[gb]
             if redo.any():
-                sub = _tois_subset(obj, xs, dx, pt, ee, redo)
+                sub, sub_near = _tois_subset(obj, xs, dx, pt, ee, redo)
                 toi = toi.copy()
                 toi[redo] = sub
+                near1 = near1.copy()
+                near1[redo] = sub_near
             f_eval, mode_eval = factor.copy(), mode
             clear = not (toi < 1.0).any()
         if not clear and attempt == 0:
@@ -403,9 +411,13 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             STATS["invalid_retry"] += 1
             factor = 0.5 * factor
             continue
-        if E0 is None:
-            E0 = E(x)
-        if E(xn) <= E0:
+        # the energy on the pairs within dhat of each other (by their boxes) at x or at the step's end: every
+        # pair with a barrier there, and the candidates of the accepted point
+        k = pt.shape[0]
+        near = touch | near1
+        ecands = Candidates(pt[near[:k]].astype(np.int32), ee[near[k:]].astype(np.int32))
+        E = obj.energy_on(ecands)
+        if E(xn) <= E(x):
             STATS["taken"] += 1
             STATS["full_islands"] += float(np.mean(factor[moving] >= 1.0))
             if TRACE is not None:
@@ -414,9 +426,7 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
         # halve the islands whose own energy rose (all of them when none is found)
         STATS["energy_retry"] += 1
         roots = np.array([_find(parent, g) for g in range(ng)], np.int64)
-        if e_start is None:
-            e_start = group_energies(obj, x, cands)
-        dE = group_energies(obj, xn, cands) - e_start
+        dE = group_energies(obj, xn, ecands) - group_energies(obj, x, ecands)
         dI = np.zeros(ng)
         np.add.at(dI, roots, dE)
         up = (dI[roots] > 0.0) & moving
