@@ -346,6 +346,31 @@ class IncrementalPotential:
             return p
         return self.ab.search_step(x, p)
 
+    @property
+    def step_groups(self):
+        """(n_z,) int64: the contact-mesh body of each row of z (a vertex row its vertex's body, an affine
+        body's 4 rows the body of its contact vertices) for Newton's per-island step (body_step.py); None
+        without affine bodies or contact (then Newton's search is the one before, byte for byte)."""
+        if self.ab is None or self.contact is None or self.ab.n == 0:
+            return None
+        if getattr(self, "_step_groups", None) is None:
+            vb = np.asarray(self.contact.mesh.vertex_body, np.int64)
+            g = -np.ones(self.D.n_z, np.int64)
+            g[:self.nx] = vb
+            for b in range(self.ab.n):
+                r = int(self.ab.row0[b])
+                g[r:r + 4] = vb[int(self.ab.vertex_offset[b])]
+            self._step_groups = g
+        return self._step_groups
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.contact.mesh.body_static.shape[0])
+
+    @property
+    def group_static(self) -> np.ndarray:
+        return np.asarray(self.contact.mesh.body_static, bool)
+
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
         a = 1.0
         if self.contact is not None:
@@ -359,6 +384,12 @@ class IncrementalPotential:
             cands = self._cl.segment(self.D.to_x(x0), self.D.to_x(x1))
         else:
             cands = self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1))
+        self._ls_cands = cands
+        return lambda x: self._energy(x, cands)
+
+    def energy_on(self, cands):
+        """E(x) with the contact candidates cands, which must hold every pair within dhat at the x it is called
+        with (Newton's per-island step, body_step.py); cands become the accepted point's candidates."""
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
