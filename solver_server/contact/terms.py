@@ -116,9 +116,12 @@ class ContactTerms:
         """Candidate pairs at x (near (n,) bool: only those with a vertex in the mask)."""
         return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat, near=near))
 
-    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None):
-        """Candidate pairs along the segment x0 -> x1 (near: only those with a vertex in the mask)."""
-        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat, near=near))
+    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None,
+                         dhat: Optional[float] = None):
+        """Candidate pairs along the segment x0 -> x1 (near: only those with a vertex in the mask; dhat: the
+        query distance, m, default the barrier's)."""
+        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat if dhat is None else dhat,
+                                                         near=near))
 
     def energy(self, x: np.ndarray, cands) -> float:
         return float(self.C.barrier_energy(x, cands, self.mesh, self.dhat, self.kappa))

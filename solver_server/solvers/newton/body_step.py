@@ -338,7 +338,7 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     margin = MARGIN * dhat
     xs = np.ascontiguousarray(obj.D.to_x(x), np.float64)
     d0 = np.ascontiguousarray(obj.D.to_x(q0), np.float64)
-    cands = c._filtered(c.C.find_candidates_ccd(xs, xs + d0, c.mesh, dhat + 2.0 * margin))
+    cands = c.candidates_swept(xs, xs + d0, dhat=dhat + 2.0 * margin)
     parent = np.arange(ng, dtype=np.int64)
     if JOIN_FRICTION and c.fs is not None and len(c.fs):
         # lagged friction couples the bodies of its pairs (frozen at the step's start) wherever they are now
