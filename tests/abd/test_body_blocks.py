@@ -70,8 +70,12 @@ def test_body_blocks_equal_vertex_path():
     assert len(rv) > 0 and len(blk) > 0 and (ga != gb).any()
 
 
-def test_bake_with_body_blocks_matches_vertex_path():
-    """Same scene baked both ways: the same iteration counts and positions within round-off."""
+def test_bake_with_body_blocks_matches_vertex_path(monkeypatch):
+    """Same scene baked both ways: the same iteration counts and positions within round-off. On the uniform line
+    search: the per-island step (newton.BODY_STEP) compares island energies whose round-off differs between the
+    two assemblies, so its choices (and the iteration counts: [17, 27, 13, 16] vs [17, 29, 13, 17]) may differ."""
+    from solver_server.solvers.newton import newton as NW
+    monkeypatch.setattr(NW, "BODY_STEP", False)
     old = IncrementalPotential.BODY_BLOCKS
     zs = []
     its = []

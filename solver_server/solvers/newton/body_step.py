@@ -33,7 +33,7 @@ from numba import njit, prange
 from solver_server.bodies.affine import bodies_energy
 from solver_server.contact.barrier_pair import pair_energy
 from solver_server.contact.broad_phase import Candidates
-from solver_server.contact.ccd import _box_gap, accd_pair, gather_motion, pair_of, stencil_dist2
+from solver_server.contact.ccd import box_gap, accd_pair, gather_motion, pair_of, stencil_dist2
 from solver_server.contact.friction import f0
 from solver_server.contact.pairs import pair_set
 from solver_server.threads import threads_for
@@ -75,7 +75,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
         ga[k] = vbody[ids[0]]
         gb[k] = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
         moving = gather_motion(x, dx, ids, X0, P)
-        s0 = _box_gap(X0, mode == 1) - off   # a lower bound of the contact distance, exact enough beyond dhat
+        s0 = box_gap(X0, mode == 1) - off   # a lower bound of the contact distance, exact enough beyond dhat
         if s0 < dhat:
             s0 = math.sqrt(stencil_dist2(X0, mode == 1)) - off
         touch[k] = s0 < dhat
@@ -84,7 +84,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
             toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
             for j in range(12):
                 X0[j] += P[j]
-            near1[k] = _box_gap(X0, mode == 1) - off < dhat
+            near1[k] = box_gap(X0, mode == 1) - off < dhat
         else:
             near1[k] = s0 < dhat
     return toi, touch, ga, gb, dist, near1
