@@ -374,7 +374,7 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
             fem_quality: str = "accurate", fem_only: bool = False, fem_profile: bool = False,
             shapes: tuple = (), bullet_shapes: tuple = ("BOX", "CONVEX_HULL"), profile: bool = False,
             pull: str = "grouped", bent: str = "on", scenes: tuple = (), scene_frames: int = 48,
-            scene_substeps: int = 0) -> list:
+            scene_substeps: int = 0, body_step: str = "on") -> list:
     """shapes=mesh,box,...: only the collision-shape table (Converged solver on each shape, Bullet with
     bullet_shapes), profile=yes: cProfile of each Clearance run to stderr; pull=spread|grouped|both: how contact
     Hessians reach the bodies' 12 x 12 blocks (model/dof_map.py: "spread", every vertex entry spread into 16
@@ -383,7 +383,9 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
     scenes=stack,dominoes,pile,pile100,pile100_hull,bin,wall: only the rigid-scenes table
     (benchmarks/rigid_scenes.py), scene_frames each (a scene given as name:size:frames takes its own size and
     frame count), Clearance (dominoes and pile with 2 substeps, the others 1, or scene_substeps when > 0) and
-    Bullet (matching shapes) in the same run."""
+    Bullet (matching shapes) in the same run; body_step=on|off|both: Newton's per-island step bound for affine
+    bodies (solvers/newton/body_step.py; off: one step size for the whole system, the search before; both:
+    each scene off, then on, in the same process)."""
     if fem_quality not in ("fast", "accurate", "both"):
         raise SystemExit(f"abd: fem_quality must be fast, accurate or both, not {fem_quality!r}")
     if quick:
@@ -401,8 +403,15 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
             sub = scene_substeps if scene_substeps > 0 else (2 if kind in ("dominoes", "pile") else 1)
             if blender:
                 res.append(rs.run_bullet(kind, nf, size=int(size or 0)))
-            res.append(rs.run_clearance(kind, nf, sub, int(size or 0)))
-            _log("load average %.2f %.2f %.2f" % os.getloadavg())
+            from solver_server.solvers.newton import newton as _newton
+            for bs in (("off", "on") if body_step == "both" else (body_step,)):
+                _newton.BODY_STEP = bs == "on"
+                r = rs.run_clearance(kind, nf, sub, int(size or 0))
+                if body_step != "on":
+                    r["solver"] += f", body step {bs}"
+                res.append(r)
+                _log("load average %.2f %.2f %.2f" % os.getloadavg())
+            _newton.BODY_STEP = True
         return rs.table(res, scene_frames, "%.1f (1 min) at the end" % os.getloadavg()[0])
     if shapes:
         from solver_server.bodies import AffineBodies

@@ -476,17 +476,19 @@ def _near_filter(rows, near, mesh: CollisionMesh):
     return tuple(out)
 
 
-def culled_boxes(x0, x1, mesh: CollisionMesh, pad: float, cull: bool = True, near=None):
+def culled_boxes(x0, x1, mesh: CollisionMesh, pad, cull: bool = True, near=None):
     """Boxes of the elements that may be in a candidate pair, over positions x0 and x1, inflated by the
-    elements' contact offsets + pad (m): ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), rows of
-    element ids vi / fi / ei (int64). cull=False keeps every element (the reference for the tests).
+    elements' contact offsets + pad (m; a float, or a tuple of per-element pads (vertices, faces, edges)):
+    ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), rows of element ids vi / fi / ei (int64). cull=False
+    keeps every element (the reference for the tests).
     near (n,) bool or None: only pairs with a vertex in this mask are wanted (Newton's local refinement,
     where every other vertex is held): elements whose box meets no box of an element touching the mask
     are left out too (_near_filter); pairs of two elements outside the mask may remain."""
+    vp, fp, ep = pad if isinstance(pad, tuple) else (pad, pad, pad)
     verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
-    vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + pad)
-    flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + pad)
-    elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + pad)
+    vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + vp)
+    flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + fp)
+    elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + ep)
     kept = cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh) if cull else None
     if kept is None:
         rows = ((vlo, vhi, np.arange(vlo.shape[0], dtype=np.int64)), (flo, fhi, np.arange(flo.shape[0], dtype=np.int64)),
@@ -536,6 +538,37 @@ def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None, 
     a vertex in the mask (all of them).
     """
     return _candidates(x, x, mesh, dhat, cull, near)
+
+
+def find_candidates_padded(x: np.ndarray, mesh: CollisionMesh, vpad: np.ndarray) -> Candidates:
+    """Point-triangle and edge-edge pairs whose boxes at x, inflated by the offsets + vpad of the element's
+    first vertex (m, per vertex: e.g. (dhat + a skin of the vertex's body) / 2) overlap. Superset of every
+    pair (a, b) whose distance less the offsets is below vpad(a) + vpad(b)."""
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
+    vpad = np.ascontiguousarray(vpad, dtype=np.float64)
+    pads = (vpad, np.ascontiguousarray(vpad[mesh.faces[:, 0]]) if mesh.faces.shape[0] else np.zeros(0),
+            np.ascontiguousarray(vpad[mesh.edges[:, 0]]) if mesh.edges.shape[0] else np.zeros(0))
+    with threads_for(mesh.n_verts + mesh.edges.shape[0]):
+        (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x, x, mesh, pads, CULL)
+        filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
+        pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi)
+        ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei)
+    return Candidates(pt, ee)
+
+
+@njit(cache=True, fastmath=False)
+def body_displacements(x, xb, vertex_body, nb):
+    """Largest distance (m) between x and xb over each body's vertices, (nb,)."""
+    d = np.zeros(nb)
+    for v in range(x.shape[0]):
+        dx = x[v, 0] - xb[v, 0]
+        dy = x[v, 1] - xb[v, 1]
+        dz = x[v, 2] - xb[v, 2]
+        r = dx * dx + dy * dy + dz * dz
+        b = vertex_body[v]
+        if r > d[b]:
+            d[b] = r
+    return np.sqrt(d)
 
 
 def find_candidates_ccd(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float = 0.0,

@@ -41,7 +41,7 @@ def _norm3(a, b, c):
 
 
 @njit(cache=True, fastmath=False)
-def _box_gap(X, is_ee):
+def box_gap(X, is_ee):
     """Distance (m) between the axis-aligned boxes of the pair's two primitives (slots 0 | 1-3 for
     point-triangle, 0-1 | 2-3 for edge-edge): a lower bound of their distance."""
     g2 = 0.0
@@ -82,7 +82,7 @@ def accd_pair(X0, P, is_ee, offset, eta, tmax, max_iter):
         lmax = n0 + max(n1, n2, n3)
     # the first step (1 - eta) s0 / lmax reaches tmax for sure when a cheap lower bound of s0 (the
     # gap between the primitives' bounding boxes) already does: skip the distance computation
-    lb = _box_gap(X0, is_ee) - offset
+    lb = box_gap(X0, is_ee) - offset
     if lb > 0.0 and (1.0 - eta) * lb >= tmax * lmax:
         return tmax
     s0 = math.sqrt(stencil_dist2(X0, is_ee)) - offset

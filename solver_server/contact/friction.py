@@ -187,6 +187,47 @@ def _block_layout(coef):
     return bstart
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def friction_block(x, x_prev, ids, coef, T, ml, eps, project, majv, k, A):
+    """A (3, 3) = mu lambda T M T^T of pair k: its Hessian's slot block (i, j) is c_i c_j A (see _hessian_blocks)."""
+    u0, u1 = tangent_displacement(x, x_prev, ids, coef, T, k)
+    y = math.sqrt(u0 * u0 + u1 * u1)
+    a = f1_over_y(y, eps)
+    bq = 0.0
+    if y > 0.0:
+        dfy = -1.0 / (y * y) if y >= eps else -1.0 / (eps * eps)
+        bq = dfy / y
+    # M = a I + bq u u^T
+    m00 = a + bq * u0 * u0
+    m01 = bq * u0 * u1
+    m11 = a + bq * u1 * u1
+    if project and y > 0.0:
+        lam_t = max(a, 0.0)                   # across u
+        lam_u = max(a + bq * y * y, 0.0)      # along u (= f1'(y))
+        kmaj = 0.0
+        for i in range(4):
+            if coef[k, i] != 0.0:
+                kmaj = max(kmaj, majv[ids[k, i]])
+        if y < kmaj * eps:
+            lam_u = lam_t                     # f1(y)/y along u too: the quadratic that lies above f0
+        h0 = u0 / y
+        h1 = u1 / y
+        m00 = lam_t + (lam_u - lam_t) * h0 * h0
+        m01 = (lam_u - lam_t) * h0 * h1
+        m11 = lam_t + (lam_u - lam_t) * h1 * h1
+    elif project:
+        m00 = max(m00, 0.0)
+        m11 = max(m11, 0.0)
+    # A = ml T M T^T (3x3)
+    for p in range(3):
+        tp0 = T[k, p, 0]
+        tp1 = T[k, p, 1]
+        for q in range(3):
+            tq0 = T[k, q, 0]
+            tq1 = T[k, q, 1]
+            A[p, q] = ml[k] * (tp0 * (m00 * tq0 + m01 * tq1) + tp1 * (m01 * tq0 + m11 * tq1))
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart, majv):
     """Per-pair 3x3 blocks c_i c_j mu lambda T M T^T, M = f1/y I + (f1/y)'/y u u^T (2x2). M has the
@@ -199,43 +240,8 @@ def _hessian_blocks(x, x_prev, ids, coef, T, ml, eps, project, bstart, majv):
     bj = np.empty(nb, dtype=np.int32)
     bval = np.empty((nb, 3, 3))
     for k in prange(K):
-        u0, u1 = tangent_displacement(x, x_prev, ids, coef, T, k)
-        y = math.sqrt(u0 * u0 + u1 * u1)
-        a = f1_over_y(y, eps)
-        bq = 0.0
-        if y > 0.0:
-            dfy = -1.0 / (y * y) if y >= eps else -1.0 / (eps * eps)
-            bq = dfy / y
-        # M = a I + bq u u^T
-        m00 = a + bq * u0 * u0
-        m01 = bq * u0 * u1
-        m11 = a + bq * u1 * u1
-        if project and y > 0.0:
-            lam_t = max(a, 0.0)                   # across u
-            lam_u = max(a + bq * y * y, 0.0)      # along u (= f1'(y))
-            kmaj = 0.0
-            for i in range(4):
-                if coef[k, i] != 0.0:
-                    kmaj = max(kmaj, majv[ids[k, i]])
-            if y < kmaj * eps:
-                lam_u = lam_t                     # f1(y)/y along u too: the quadratic that lies above f0
-            h0 = u0 / y
-            h1 = u1 / y
-            m00 = lam_t + (lam_u - lam_t) * h0 * h0
-            m01 = (lam_u - lam_t) * h0 * h1
-            m11 = lam_t + (lam_u - lam_t) * h1 * h1
-        elif project:
-            m00 = max(m00, 0.0)
-            m11 = max(m11, 0.0)
-        # A = ml T M T^T (3x3)
         A = np.empty((3, 3))
-        for p in range(3):
-            tp0 = T[k, p, 0]
-            tp1 = T[k, p, 1]
-            for q in range(3):
-                tq0 = T[k, q, 0]
-                tq1 = T[k, q, 1]
-                A[p, q] = ml[k] * (tp0 * (m00 * tq0 + m01 * tq1) + tp1 * (m01 * tq0 + m11 * tq1))
+        friction_block(x, x_prev, ids, coef, T, ml, eps, project, majv, k, A)
         b = bstart[k]
         for i in range(4):
             ci = coef[k, i]

@@ -20,6 +20,65 @@ ALL_FRICTION = object()   # the default friction set of ContactTerms.friction_*:
 EPS_V = 1.0e-4  # m/s, friction static/dynamic transition speed: static contacts creep below ~EPS_V (book: 1e-3; 1e-4 keeps an incline stick under 1 mm over 2 s)
 
 
+SKIN = 1.0        # Verlet skin of the Newton iterations' candidate list on scenes of affine bodies, in dhat (0: off)
+SKIN_AHEAD = 1.5  # a body's skin when the list is rebuilt for a segment: SKIN dhat + 2 x this x its motion on it
+SKIN_MAX = 4.0    # dhat: a segment on which a body moves further than this skin allows gets a swept broad phase
+
+
+class CandidateList:
+    """The contact candidates of one time step's Newton iterations, reused while nothing moved far (a Verlet
+    list with a skin per body). Built at x_b with every element's box inflated by (dhat + s_b) / 2 (s_b the
+    skin of its body b), it holds every pair (of bodies a, b) closer than dhat + (s_a + s_b) / 2 at x_b; at any
+    x where every body's vertices are within s_b / 2 of x_b (and on any segment whose two ends are), it then
+    holds every pair closer than dhat, i.e. the barrier, its derivatives and the active set are those of a
+    fresh broad phase (the same pairs with s < dhat; pairs beyond dhat add exactly 0). Outside, it is rebuilt:
+    at a point with s_b = SKIN dhat; for a segment x0 -> x1 at x0 with s_b = SKIN dhat + 2 SKIN_AHEAD D_b, D_b
+    the body's largest vertex motion on the segment (a falling body gets a wide skin, a resting one a thin
+    one, so a step's later iterations reuse the list). One list per step (TimeStepper.step), so a bake
+    resumed at any frame builds the same lists at the same iterates (issue 23's determinism)."""
+
+    def __init__(self, contact: "ContactTerms", skin: float):
+        self.ct = contact
+        self.skin = float(skin)
+        m = contact.mesh
+        self.vb = np.ascontiguousarray(m.vertex_body, np.int32)
+        self.nb = int(m.body_friction.shape[0])
+        self.xb = None
+        self.sb = None
+        self.cands = None
+        self.builds = 0
+
+    def _within(self, x: np.ndarray) -> bool:
+        d = self.ct.C.broad_phase.body_displacements(x, self.xb, self.vb, self.nb)
+        return bool((d <= 0.5 * self.sb).all())
+
+    def _build(self, x: np.ndarray, sb: np.ndarray):
+        self.xb = np.array(x)
+        self.sb = sb
+        vpad = 0.5 * (self.ct.dhat + sb[self.vb])
+        self.cands = self.ct._filtered(self.ct.C.broad_phase.find_candidates_padded(self.xb, self.ct.mesh, vpad))
+        self.builds += 1
+        return self.cands
+
+    def at(self, x: np.ndarray):
+        """Candidates valid at x (every pair with s < dhat among them)."""
+        x = np.ascontiguousarray(x, np.float64).reshape(-1, 3)
+        if self.xb is not None and self._within(x):
+            return self.cands
+        return self._build(x, np.full(self.nb, self.skin))
+
+    def segment(self, x0: np.ndarray, x1: np.ndarray):
+        """Candidates valid on the whole straight segment x0 -> x1."""
+        x0 = np.ascontiguousarray(x0, np.float64).reshape(-1, 3)
+        x1 = np.ascontiguousarray(x1, np.float64).reshape(-1, 3)
+        if self.xb is not None and self._within(x0) and self._within(x1):
+            return self.cands
+        D = self.ct.C.broad_phase.body_displacements(x1, x0, self.vb, self.nb)
+        if 2.0 * D.max() > SKIN_MAX * self.ct.dhat:
+            return self.ct.candidates_swept(x0, x1)
+        return self._build(x0, np.minimum(self.skin + 2.0 * SKIN_AHEAD * D, SKIN_MAX * self.ct.dhat))
+
+
 class ContactTerms:
     """Barrier + friction potentials and the CCD step bound for one system."""
 
@@ -57,9 +116,12 @@ class ContactTerms:
         """Candidate pairs at x (near (n,) bool: only those with a vertex in the mask)."""
         return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat, near=near))
 
-    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None):
-        """Candidate pairs along the segment x0 -> x1 (near: only those with a vertex in the mask)."""
-        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat, near=near))
+    def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None,
+                         dhat: Optional[float] = None):
+        """Candidate pairs along the segment x0 -> x1 (near: only those with a vertex in the mask; dhat: the
+        query distance, m, default the barrier's)."""
+        return self._filtered(self.C.find_candidates_ccd(x0, x1, self.mesh, self.dhat if dhat is None else dhat,
+                                                         near=near))
 
     def energy(self, x: np.ndarray, cands) -> float:
         return float(self.C.barrier_energy(x, cands, self.mesh, self.dhat, self.kappa))
@@ -69,6 +131,13 @@ class ContactTerms:
 
     def hessian(self, x: np.ndarray, cands) -> tuple:
         return self.C.barrier_hessian(x, cands, self.mesh, self.dhat, self.kappa)
+
+    def derivatives_bodies(self, x: np.ndarray, cands, info) -> tuple:
+        """(vertex gradient (3n,), body gradient (G, 12), (rows, cols, vals) vertex triplets, (blocks, row bodies,
+        column bodies)): the barrier's gradient and Hessian in one pass, the pairs between affine bodies (and
+        fixed vertices) in body rows and blocks (contact/body_blocks.py)."""
+        from solver_server.contact.body_blocks import barrier_derivatives_bodies
+        return barrier_derivatives_bodies(x, cands, self.mesh, self.dhat, self.kappa, info)
 
     def count_active(self, x: np.ndarray, cands) -> int:
         return int(self.C.count_active(x, cands, self.mesh, self.dhat))
@@ -138,6 +207,13 @@ class ContactTerms:
         if fs is None:
             return None
         return self.C.friction_hessian(x, self.x_prev, fs, EPS_V * h, majorize=self.majorize_v)
+
+    def friction_hessian_bodies(self, x: np.ndarray, h: float, info):
+        """friction_hessian split as hessian_bodies; None without friction pairs."""
+        if self.fs is None:
+            return None
+        from solver_server.contact.body_blocks import friction_hessian_bodies
+        return friction_hessian_bodies(x, self.x_prev, self.fs, EPS_V * h, info, majorize=self.majorize_v)
 
     def count_intersections(self, x: np.ndarray) -> int:
         """Edge-triangle intersections of the collision surface at x (excluded pairs left out)."""

@@ -193,6 +193,32 @@ class DofMap:
                 self.group_size = k
         self._table = None
 
+    def body_arrays(self):
+        """(body (n_x,) int64 of each slaved vertex, -1 otherwise; its weights (n_x, 4) over the body's rows;
+        number of bodies) for the contact kernels that assemble straight into body blocks
+        (contact/body_blocks.py), or None when the map has no such groups."""
+        if self.group_size != 4:
+            return None
+        if getattr(self, "_body_arrays", None) is None:
+            grp = np.ascontiguousarray(self.vgroup[:self.n_x])
+            wts = np.zeros((self.n_x, 4))
+            s = np.nonzero(grp >= 0)[0]
+            for j in range(4):
+                wts[s, j] = self.vw[self.vptr[s] + j]
+            self._body_arrays = (grp, wts, len(self.group_row0))
+        return self._body_arrays
+
+    def emit_group_blocks(self, blk: np.ndarray, ga: np.ndarray, gb: np.ndarray) -> tuple:
+        """COO triplets (scalar DOF indices of z) of dense 12 x 12 blocks between bodies ga[q] and gb[q] (row
+        3 i + a: the body's row i, coordinate a)."""
+        m = blk.shape[0] * 9 * self.group_size ** 2
+        ro = np.empty(m, np.int64)
+        co = np.empty(m, np.int64)
+        vo = np.empty(m)
+        _emit_blocks(ro, co, vo, 0, np.ascontiguousarray(blk), np.ascontiguousarray(ga, np.int64),
+                     np.ascontiguousarray(gb, np.int64), self.group_row0, self.group_size)
+        return ro, co, vo
+
     @classmethod
     def identity_map(cls, n: int) -> "DofMap":
         return cls(n, n)

@@ -54,6 +54,21 @@ def accurate_scene() -> Scene:
                  name="determinism accurate")
 
 
+def bodies_scene() -> Scene:
+    """Only stiff bodies on a floor (the Newton path with body-block contact and the step's Verlet candidate
+    list, issue 19): a box dropped turned onto another, a third sliding into them (still moving at the end)."""
+    A, AT = box((0.1, 0.1, 0.1), center=(0.0, 0.0, 0.0505), divisions=2)
+    c, s_ = np.cos(0.4), np.sin(0.4)
+    B, BT = box((0.1, 0.1, 0.1), center=(0.0, 0.0, 0.0), divisions=2)
+    B = B @ np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]).T + [0.01, 0.0, 0.16]
+    C, CT = box((0.08, 0.08, 0.08), center=(0.5, 0.0, 0.045), divisions=2)
+    bodies = (Body("Cube Base", "stiff", A, AT, material=Material(friction=0.4)),
+              Body("Cube Top", "stiff", B, BT, material=Material(friction=0.4)),
+              Body("Box Sliding", "stiff", C, CT, material=Material(friction=0.2), initial_velocity=(-1.5, 0.0, 0.0)))
+    return Scene(Settings(frame_start=1, frame_end=9, solver_quality="accurate"), bodies + (_floor(),),
+                 name="determinism bodies")
+
+
 def _bake(scene_file, out, threads: int, policy: str, *extra, kill_after=None, timeout=600):
     env = dict(os.environ)
     env.pop("CLEARANCE_SECRET", None)
@@ -153,7 +168,8 @@ def test_elastic_energy_has_the_same_bits_on_one_and_two_threads():
 PATHS = [pytest.param("fast", "implicit_euler", id="fast-implicit_euler", marks=pytest.mark.slow),
          pytest.param("fast", "bdf2", id="fast-bdf2", marks=pytest.mark.slow),
          pytest.param("accurate", "implicit_euler", id="accurate-implicit_euler"),
-         pytest.param("accurate", "bdf2", id="accurate-bdf2")]
+         pytest.param("accurate", "bdf2", id="accurate-bdf2"),
+         pytest.param("bodies", "implicit_euler", id="accurate-bodies-implicit_euler")]
 
 
 @pytest.mark.parametrize("integrator", ["implicit_euler", "bdf2"])
@@ -186,7 +202,7 @@ def test_resume_state_through_the_cache_file_gives_the_same_fast_steps(tmp_path,
 
 @pytest.mark.parametrize("quality,integrator", PATHS)
 def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_path, quality, integrator):
-    scene = fast_scene() if quality == "fast" else accurate_scene()
+    scene = {"fast": fast_scene, "accurate": accurate_scene, "bodies": bodies_scene}[quality]()
     f = tmp_path / "s.clrscene"
     save_scene(f, scene)
     args = ("--integrator", integrator)

@@ -46,11 +46,17 @@ FRICTION_UPDATES = 0    # extra lagged-friction re-solves per step (normal force
 class IncrementalPotential:
     """The objective of one implicit-Euler step (see module doc)."""
 
+    BODY_BLOCKS = True
+    """Contact and friction Hessians of pairs between affine bodies assembled straight into the bodies' 12 x 12
+    blocks (contact/body_blocks.py); False: every pair through vertex-space triplets and DofMap.pull_coo (the
+    path before; kept for the before/after benchmark and the equality test)."""
+
     def __init__(self, sys: System, x_n: np.ndarray, v_n: np.ndarray, h: float, gravity: np.ndarray,
                  contact, fixed: np.ndarray, pen_idx: np.ndarray, pen_target: np.ndarray, kappa_m: float,
                  pattern: Optional[FreePattern] = None, x_hat: Optional[np.ndarray] = None,
-                 damping: Optional[StepDamping] = None, external=None):
-        """h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
+                 damping: Optional[StepDamping] = None, external=None, cand_list=None):
+        """cand_list: the step's contact.terms.CandidateList (a Verlet list) or None (a broad phase per query);
+        h: the potential's step h_e (s); x_hat: the velocity reference (default x_n; BDF-2, ipc/bdf2.py),
         x_tilde = x_hat + h v_n; damping: Rayleigh damping of this step (ipc/damping.py) or None;
         external: air drag, force fields and pressure of this step (integrators/external.StepExternal) or None."""
         self.s = sys
@@ -80,6 +86,16 @@ class IncrementalPotential:
         self.free_dofs = np.nonzero(np.repeat(free_v, 3))[0]
         self.dof_map = -np.ones(3 * self.D.n_z, np.int64)
         self.dof_map[self.free_dofs] = np.arange(self.free_dofs.size)
+        self._body_info = None
+        if self.BODY_BLOCKS and contact is not None and self.D.body_arrays() is not None:
+            from solver_server.contact.body_blocks import BodyInfo
+            grp, wts, G = self.D.body_arrays()
+            sl = self.D.is_slaved[:self.nx]
+            mode = np.where(sl, 1, np.where(fixed_v[:self.nx], 2, 0)).astype(np.int8)
+            self._body_info = BodyInfo(grp, wts, mode, G)
+        self._cl = cand_list
+        self._ecache = []
+        self._derivs = None      # (candidates, x, barrier derivatives) of the last gradient (_barrier_derivs)
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
@@ -98,6 +114,17 @@ class IncrementalPotential:
 
     # --- pieces --------------------------------------------------------------------------------
     def _energy(self, x: np.ndarray, cands) -> float:
+        """The objective at x with the contact candidates cands. The last two values are kept (keyed by the
+        candidate set and x itself): the line search and the bent-step tries (newton.py) ask for E at the
+        iteration's start point once per try, with the same candidates while the Verlet list holds."""
+        for k in self._ecache:
+            if k[0] is cands and k[1].shape == x.shape and np.array_equal(k[1], x):
+                return k[2]
+        e = self._energy_eval(x, cands)
+        self._ecache = [self._ecache[-1], (cands, np.array(x), e)] if self._ecache else [(cands, np.array(x), e)]
+        return e
+
+    def _energy_eval(self, x: np.ndarray, cands) -> float:
         h2 = self.h * self.h
         d = (x - self.x_tilde)[self.dyn]
         m = self.m[self.dyn]
@@ -132,6 +159,8 @@ class IncrementalPotential:
             return
         if self._next_cands is not None:
             self.cands, self._next_cands = self._next_cands, None
+        elif self._cl is not None:
+            self.cands = self._cl.at(self.D.to_x(x))
         else:
             self.cands = self.contact.candidates(self.D.to_x(x))
 
@@ -156,12 +185,30 @@ class IncrementalPotential:
             g += gp.ravel()
         if self.contact is not None:
             xs = self.D.to_x(x)
-            gc = h2 * self.contact.gradient(xs, self.cands)
+            if self._body_info is not None:
+                gv, gb, _, _ = self._barrier_derivs(x, xs)
+                gc = h2 * gv
+            else:
+                gc = h2 * self.contact.gradient(xs, self.cands)
             gf = self.contact.friction_gradient(xs, self.h)
             if gf is not None:
                 gc = gc + h2 * gf
             g += self.D.pull_gradient(gc)
+            if self._body_info is not None and len(gb):
+                rows = self.D.group_row0[:, None] + np.arange(4)[None, :]
+                g3 = g.reshape(-1, 3)
+                g3[rows.ravel()] += h2 * gb.reshape(-1, 3)
         return g
+
+    def _barrier_derivs(self, x: np.ndarray, xs: np.ndarray):
+        """contact.derivatives_bodies at x (the barrier's gradient and Hessian in one pass), kept for the
+        hessian(x) that follows gradient(x) at the same iterate."""
+        c = self._derivs
+        if c is not None and c[0] is self.cands and c[1].shape == x.shape and np.array_equal(c[1], x):
+            return c[2]
+        d = self.contact.derivatives_bodies(xs, self.cands, self._body_info)
+        self._derivs = (self.cands, np.array(x), d)
+        return d
 
     def hessian(self, x: np.ndarray):
         h2 = self.h * self.h
@@ -186,6 +233,8 @@ class IncrementalPotential:
             H = H + free_block(ra, ca, va, self.dof_map, nf)
         if self.contact is not None:
             xs = self.D.to_x(x)
+            if self._body_info is not None:
+                return H + self._contact_hessian_bodies(x, xs, nf)
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
@@ -194,6 +243,30 @@ class IncrementalPotential:
                 fr, fc, fv = self.D.pull_coo(*fh)
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
         return H
+
+    def _contact_hessian_bodies(self, x: np.ndarray, xs: np.ndarray, nf: int):
+        """h^2 (barrier + friction Hessian) over the free DOFs, the pairs between affine bodies assembled into
+        body blocks (contact/body_blocks.py), the others pulled from vertex triplets as before."""
+        h2 = self.h * self.h
+        parts = [self._barrier_derivs(x, xs)[2:]]
+        fh = self.contact.friction_hessian_bodies(xs, self.h, self._body_info)
+        if fh is not None:
+            parts.append(fh)
+        rows, cols, vals = [], [], []
+        for (rv, cv, vv), (blk, ga, gb) in parts:
+            if len(rv):
+                r, c, v = self.D.pull_coo(rv, cv, vv)
+                rows.append(r)
+                cols.append(c)
+                vals.append(v)
+            if len(blk):
+                r, c, v = self.D.emit_group_blocks(blk, ga, gb)
+                rows.append(r)
+                cols.append(c)
+                vals.append(v)
+        if not rows:
+            return free_block(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), self.dof_map, nf)
+        return free_block(np.concatenate(rows), np.concatenate(cols), h2 * np.concatenate(vals), self.dof_map, nf)
 
     @property
     def local_refinement(self) -> bool:
@@ -273,6 +346,31 @@ class IncrementalPotential:
             return p
         return self.ab.search_step(x, p)
 
+    @property
+    def step_groups(self):
+        """(n_z,) int64: the contact-mesh body of each row of z (a vertex row its vertex's body, an affine
+        body's 4 rows the body of its contact vertices) for Newton's per-island step (body_step.py); None
+        without affine bodies or contact (then Newton's search is the one before, byte for byte)."""
+        if self.ab is None or self.contact is None or self.ab.n == 0:
+            return None
+        if getattr(self, "_step_groups", None) is None:
+            vb = np.asarray(self.contact.mesh.vertex_body, np.int64)
+            g = -np.ones(self.D.n_z, np.int64)
+            g[:self.nx] = vb
+            for b in range(self.ab.n):
+                r = int(self.ab.row0[b])
+                g[r:r + 4] = vb[int(self.ab.vertex_offset[b])]
+            self._step_groups = g
+        return self._step_groups
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.contact.mesh.body_static.shape[0])
+
+    @property
+    def group_static(self) -> np.ndarray:
+        return np.asarray(self.contact.mesh.body_static, bool)
+
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
         a = 1.0
         if self.contact is not None:
@@ -280,8 +378,18 @@ class IncrementalPotential:
         return a
 
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
-        cands = (self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1)) if self.contact is not None
-                 else None)
+        if self.contact is None:
+            cands = None
+        elif self._cl is not None:
+            cands = self._cl.segment(self.D.to_x(x0), self.D.to_x(x1))
+        else:
+            cands = self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1))
+        self._ls_cands = cands
+        return lambda x: self._energy(x, cands)
+
+    def energy_on(self, cands):
+        """E(x) with the contact candidates cands, which must hold every pair within dhat at the x it is called
+        with (Newton's per-island step, body_step.py); cands become the accepted point's candidates."""
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
@@ -293,6 +401,10 @@ class IncrementalPotential:
 
 class TimeStepper:
     """Advances the system's state (x, v) by substeps of length h."""
+
+    VERLET_SKIN = None
+    """Skin (in dhat) of the Newton iterations' candidate list on scenes whose only moving parts are affine bodies
+    (contact.terms.SKIN when None; 0: a broad phase per query, the path before)."""
 
     def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
                  linear_solver: str = "direct", integrator: str = "implicit_euler",
@@ -373,11 +485,19 @@ class TimeStepper:
             self.contact.friction_setup(xs_n, self.contact.candidates(xs_n))
             self.contact.x_prev = np.array(self.D.to_x(x_hat))   # slip velocity (x - x_hat) / h_e
         kappa_m = KAPPA_M0
+        cl = None
+        if self.contact is not None and s.affine is not None and not s.dynamic_z[:s.n].any():
+            # only affine bodies and prescribed vertices: cloth and soft solids keep a broad phase per query
+            # (their paths are sensitive to the round-off of a different pair order; not measured with it)
+            from solver_server.contact.terms import CandidateList, SKIN
+            skin = SKIN if self.VERLET_SKIN is None else self.VERLET_SKIN
+            if skin > 0.0:
+                cl = CandidateList(self.contact, skin * self.contact.dhat)
         updates = FRICTION_UPDATES if (self.contact is not None and self.contact.fs is not None) else 0
         for _round in range(60):
             ip = IncrementalPotential(s, x_n, v_hat, h_e, self.gravity, self.contact, fixed, pen_idx, pen_t,
                                       kappa_m, self._pattern(fixed), x_hat=x_hat, damping=damp,
-                                      external=ext)
+                                      external=ext, cand_list=cl)
             res = projected_newton(ip, x, h_e, self.tol, self.max_iter, self.linear_solver)
             x = res.x
             st.newton_iterations += res.iterations

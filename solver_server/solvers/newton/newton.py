@@ -15,6 +15,9 @@ The objective is any object with
                             collision free and it does not raise the energy (tried for p and shorter
                             multiples, _bent_step); else the ordinary backtracking line search on p runs
                             (the stop test always reads p itself)
+  step_groups (optional)  -> (n_z,) body of each row, or None: with it (affine bodies) the bent step is first
+                            tried per island, each island of touching or approaching bodies its own fraction
+                            of the step (body_step.py; needs n_groups, group_static, energy_on, contact)
   mass_dofs              -> (f,) lumped mass of each free DOF (kg; 0 where there is no inertia)
   dof_group  (optional)  -> (f,) int64 body of each free DOF (one group for all when absent)
   local_refinement (optional) -> False to skip the local refinement (default True)
@@ -52,6 +55,9 @@ class NewtonResult:
 
 
 BENT_TRIES = 4   # bent steps tried per iteration: the full one, then shorter ones (see _bent_step)
+BODY_STEP = True
+"""When the full bent step is not collision free, first try the per-island scaled step (body_step.py: each
+island of touching or approaching bodies its own fraction of the step) before the uniform shorter tries."""
 
 
 def _bent_step(obj, x: np.ndarray, p: np.ndarray):
@@ -69,6 +75,11 @@ def _bent_step(obj, x: np.ndarray, p: np.ndarray):
     q = obj.search_direction(x, p)
     if q is p:
         return None
+    if BODY_STEP and getattr(obj, "step_groups", None) is not None:
+        from .body_step import scaled_step
+        qs = scaled_step(obj, x, p, q)   # the full step, or each island of bodies its own fraction of it
+        if qs is not None:
+            return qs
     a = 1.0
     for k in range(BENT_TRIES):
         if k > 0:

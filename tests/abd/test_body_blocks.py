@@ -1,0 +1,207 @@
+"""Contact and friction Hessians assembled straight into the affine bodies' 12 x 12 blocks
+(contact/body_blocks.py, IncrementalPotential.BODY_BLOCKS) against the vertex path (every pair's vertex blocks
+summed, then DofMap.pull_coo): the same Newton matrix to round-off on a scene with body-body, body-ground and
+body-cloth pairs (the cloth's pairs take the vertex path), and a bake that ends at the same positions."""
+import numpy as np
+import pytest
+
+from protocol.scene import Body, Material
+from solver_server.contact.body_blocks import friction_hessian_bodies, barrier_hessian_bodies
+from solver_server.model.primitives import grid_sheet
+from solver_server.solvers.newton.integrator import IncrementalPotential
+from tests.abd.abd_scenes import Run, ground, scene, stiff_box
+
+
+def _rz(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _scene(frames, cloth=True):
+    a = stiff_box("a", (0.1, 0.1, 0.1), (0.0, 0.0, 0.0505), div=3, friction=0.4)
+    b = stiff_box("b", (0.1, 0.1, 0.1), (0.01, 0.0, 0.152), div=3, friction=0.4, rot=_rz(0.3),
+                  velocity=(0.2, 0.0, 0.0))
+    c = stiff_box("c", (0.08, 0.08, 0.08), (0.12, 0.0, 0.0405), div=2, friction=0.4, velocity=(-0.3, 0.0, 0.0))
+    Vc, Tc, Ec = grid_sheet((0.3, 0.3), (6, 6), center=(0.0, 0.0, 0.21))
+    cloth = Body("sheet", "cloth", Vc, Tc, Ec, material=Material(density=200.0, youngs_modulus=1e5, thickness=1e-3,
+                                                                bending_stiffness=1e-6, friction=0.3))
+    bodies = (a, b, c, cloth) if cloth else (a, b, c)
+    return scene(*bodies, ground(friction=0.4), frame_end=frames + 1)
+
+
+def _potential(run, body_blocks):
+    st, s = run.b.stepper, run.s
+    fixed = np.zeros(st.D.n_z, bool)
+    fixed[s.bc_index] = True
+    old = IncrementalPotential.BODY_BLOCKS
+    IncrementalPotential.BODY_BLOCKS = body_blocks
+    try:
+        ip = IncrementalPotential(s, st.x, st.v, st.h, st.gravity, st.contact, fixed, np.zeros(0, np.int64),
+                                  np.zeros((0, 3)), 1e3)
+    finally:
+        IncrementalPotential.BODY_BLOCKS = old
+    ip.prepare(st.x)
+    return ip
+
+
+def test_body_blocks_equal_vertex_path():
+    run = Run(_scene(6))
+    run.advance(6)
+    ref = _potential(run, False)
+    new = _potential(run, True)
+    assert ref._body_info is None and new._body_info is not None
+    x = run.b.stepper.x
+    Hr = ref.hessian(x).toarray()
+    Hn = new.hessian(x).toarray()
+    scale = np.abs(Hr).max()
+    assert np.abs(Hn - Hr).max() <= 1e-12 * scale
+    # the gradient from the same pass (body rows summed per body pair) equals the vertex path's W^T g
+    f = ref.free_dofs
+    gr = ref.gradient(x)[f]
+    gn = new.gradient(x)[f]
+    assert np.abs(gn - gr).max() <= 1e-10 * np.abs(gr).max()   # round-off of sums that cancel near rest
+    assert np.array_equal(new.hessian(x).toarray(), Hn)      # the pass kept for hessian(x) after gradient(x)
+    # both parts were exercised: body blocks and the vertex path (cloth pairs), for barrier and friction
+    ct, info, xs = run.b.contact, new._body_info, run.s.dof_map.to_x(x)
+    (rv, _, _), (blk, ga, gb) = barrier_hessian_bodies(xs, new.cands, ct.mesh, ct.dhat, ct.kappa, info)
+    assert len(rv) > 0 and len(blk) > 0 and (ga != gb).any()
+    (rv, _, _), (blk, ga, gb) = friction_hessian_bodies(xs, ct.x_prev, ct.fs, 1e-4 * run.b.stepper.h, info,
+                                                        majorize=ct.majorize_v)
+    assert len(rv) > 0 and len(blk) > 0 and (ga != gb).any()
+
+
+def test_bake_with_body_blocks_matches_vertex_path(monkeypatch):
+    """Same scene baked both ways: the same iteration counts and positions within round-off. On the uniform line
+    search: the per-island step (newton.BODY_STEP) compares island energies whose round-off differs between the
+    two assemblies, so its choices (and the iteration counts: [17, 27, 13, 16] vs [17, 29, 13, 17]) may differ."""
+    from solver_server.solvers.newton import newton as NW
+    monkeypatch.setattr(NW, "BODY_STEP", False)
+    old = IncrementalPotential.BODY_BLOCKS
+    zs = []
+    its = []
+    try:
+        for on in (False, True):
+            IncrementalPotential.BODY_BLOCKS = on
+            run = Run(_scene(4))
+            run.advance(4)
+            zs.append(run.z.copy())
+            its.append([s["newton_iterations"] for s in run.stats])
+    finally:
+        IncrementalPotential.BODY_BLOCKS = old
+    assert its[0] == its[1]
+    assert np.abs(zs[0] - zs[1]).max() < 1e-9
+
+
+def test_body_blocks_same_bytes_on_one_and_two_threads(monkeypatch):
+    """The groups of pairs are summed per body pair by one thread each, in key order: the blocks do not depend on
+    the thread count."""
+    import numba
+    import solver_server.threads as th
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread")
+    run = Run(_scene(5))
+    run.advance(5)
+    ip = _potential(run, True)
+    ct, info, xs = run.b.contact, ip._body_info, run.s.dof_map.to_x(run.b.stepper.x)
+    monkeypatch.setattr(th, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(th, "machine_has_idle_core", lambda *a, **k: True)
+    outs = []
+    old = numba.get_num_threads()
+    try:
+        for n in (1, 2):
+            numba.set_num_threads(n)
+            (_, _, vv), (blk, ga, gb) = barrier_hessian_bodies(xs, ip.cands, ct.mesh, ct.dhat, ct.kappa, info)
+            (_, _, fv), (fblk, _, _) = friction_hessian_bodies(xs, ct.x_prev, ct.fs, 1e-4 * run.b.stepper.h, info,
+                                                               majorize=ct.majorize_v)
+            outs.append((vv.tobytes(), blk.tobytes(), ga.tobytes(), gb.tobytes(), fv.tobytes(), fblk.tobytes()))
+    finally:
+        numba.set_num_threads(old)
+    assert outs[0] == outs[1]
+
+
+def _pairs_within(ct, x, cands):
+    """(point-triangle, edge-edge) pairs of cands with contact distance below dhat at x, as sets."""
+    from solver_server.contact.pairs import pair_set, contact_distances
+    ps = pair_set(cands, ct.mesh, x)
+    s = contact_distances(np.ascontiguousarray(x), ps.ids, ps.is_ee, ps.off)
+    pt = np.asarray(cands.pt).reshape(-1, 2)
+    ee = np.asarray(cands.ee).reshape(-1, 2)
+    act = s < ct.dhat
+    npt = len(pt)
+    return ({tuple(r) for r in pt[act[:npt]]}, {tuple(r) for r in ee[act[npt:]]})
+
+
+def test_candidate_list_holds_every_active_pair_while_within_the_skin():
+    """The Verlet list built at x_b (contact.terms.CandidateList) has the active pairs of a fresh broad phase at
+    points and on segments within skin / 2 of x_b, and is rebuilt beyond."""
+    from solver_server.contact.terms import CandidateList
+    run = Run(_scene(5))
+    run.advance(5)
+    ct = run.b.contact
+    xb = np.ascontiguousarray(run.x)
+    cl = CandidateList(ct, ct.dhat)
+    c0 = cl.at(xb)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        d = rng.normal(size=xb.shape)
+        d *= 0.49 * ct.dhat / np.linalg.norm(d, axis=1).max()     # every vertex within skin / 2
+        x = xb + d
+        assert cl.at(x) is c0 and cl.builds == 1
+        fresh = _pairs_within(ct, x, ct.candidates(x))
+        got = _pairs_within(ct, x, c0)
+        assert fresh == got and len(fresh[0]) > 0
+        assert cl.segment(xb, x) is c0
+    far = xb.copy()
+    far[0] += 0.6 * ct.dhat
+    assert cl.segment(xb, far) is not c0
+    assert cl.at(far) is not c0 and cl.builds == 2
+
+
+def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it():
+    """A segment on which one body moves far (1.5 mm, the others 0.1 mm): the list rebuilt for it (that body's
+    skin widened) has the active pairs of a fresh broad phase all along the segment, and the next points
+    within the skins reuse it; a body moving further than SKIN_MAX allows gets the swept broad phase."""
+    from solver_server.contact.terms import CandidateList
+    run = Run(_scene(5))
+    run.advance(5)
+    ct = run.b.contact
+    x0 = np.ascontiguousarray(run.x)
+    vb = ct.mesh.vertex_body
+    rng = np.random.default_rng(1)
+    move = rng.normal(size=(int(vb.max()) + 1, 3))
+    move *= 1e-4 / np.linalg.norm(move, axis=1, keepdims=True)
+    move[vb[0]] *= 15.0
+    x1 = x0 + move[vb] + 1e-6 * rng.normal(size=x0.shape)
+    cl = CandidateList(ct, ct.dhat)
+    cl.at(x0)
+    c = cl.segment(x0, x1)
+    assert cl.builds == 2
+    for t in (0.0, 0.3, 0.7, 1.0):
+        x = x0 + t * (x1 - x0)
+        assert _pairs_within(ct, x, c) == _pairs_within(ct, x, ct.candidates(x))
+    assert cl.segment(x0 + 0.5 * (x1 - x0), x1) is c and cl.at(x1) is c and cl.builds == 2
+    x2 = x0 + 3.0 * (x1 - x0)
+    c2 = cl.segment(x0, x2)
+    assert cl.builds == 2 and c2 is not c
+    for t in (0.0, 0.5, 1.0):
+        x = x0 + t * (x2 - x0)
+        assert _pairs_within(ct, x, c2) == _pairs_within(ct, x, ct.candidates(x))
+
+
+def test_bake_with_candidate_list_matches_broad_phase_per_query():
+    """Bodies only (the list is used when nothing but affine bodies moves): the same iterations and positions
+    within round-off (the pairs are summed in another order)."""
+    from solver_server.solvers.newton.integrator import TimeStepper
+    old = TimeStepper.VERLET_SKIN
+    zs, its = [], []
+    try:
+        for skin in (0.0, 1.0):
+            TimeStepper.VERLET_SKIN = skin
+            run = Run(_scene(6, cloth=False))
+            run.advance(6)
+            zs.append(run.z.copy())
+            its.append([s["newton_iterations"] for s in run.stats])
+    finally:
+        TimeStepper.VERLET_SKIN = old
+    assert its[0] == its[1]
+    assert np.abs(zs[0] - zs[1]).max() < 1e-9

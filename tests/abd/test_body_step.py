@@ -1,0 +1,123 @@
+"""Newton's per-island step bound for affine bodies (solvers/newton/body_step.py, docs/solver.md "The body step",
+item 7). References: the exact edge-triangle intersection test and the canonical CCD bound (contact/ccd.py
+max_step_size) on every step the per-island search returns, the objective's own energy with a fresh broad phase
+(the step is taken only when it does not raise it), and the closed form of the bend (quadratic in the step)."""
+import numpy as np
+
+from solver_server.bodies.affine import rotation_following_step
+from solver_server.contact import count_intersections, max_step_size
+from solver_server.solvers.newton import body_step
+
+from .abd_scenes import Run, ground, scene, stiff_box
+
+
+def _rot(rng):
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    return q * np.sign(np.linalg.det(q))
+
+
+def test_bend_is_quadratic_in_the_step():
+    """search_direction(x, s p) = s p + s^2 (search_direction(x, p) - p) with one s per body: what the scaled
+    steps use."""
+    rng = np.random.default_rng(3)
+    nb = 5
+    L = rng.uniform(0.03, 0.1, nb)
+    z = np.zeros((2 + 4 * nb, 3))
+    row0 = 2 + 4 * np.arange(nb)
+    for b in range(nb):
+        z[row0[b]] = rng.normal(size=3)
+        z[row0[b] + 1:row0[b] + 4] = L[b] * _rot(rng).T
+    p = 0.05 * rng.normal(size=z.shape)
+    q = rotation_following_step(z, p, row0, L)
+    s = rng.uniform(0.0, 1.0, z.shape[0])
+    for b in range(nb):
+        s[row0[b]:row0[b] + 4] = s[row0[b]]   # one factor per body (its 4 rows), as the islands' scales
+    s = s[:, None]
+    np.testing.assert_allclose(rotation_following_step(z, s * p, row0, L), s * p + s * s * (q - p), atol=1e-15)
+
+
+def _thrown_boxes(n, seed):
+    """n turned boxes of 4-8 cm in a 0.3 m cube, thrown at random towards its centre (1-3 m/s), over a ground."""
+    rng = np.random.default_rng(seed)
+    bodies, centres = [], []
+    while len(centres) < n:
+        c = rng.uniform([-0.15, -0.15, 0.08], [0.15, 0.15, 0.38])
+        if all(np.linalg.norm(c - o) > 0.13 for o in centres):
+            centres.append(c)
+    for i, c in enumerate(centres):
+        v = (np.array([0.0, 0.0, 0.23]) - c)
+        v = rng.uniform(1.0, 3.0) * v / np.linalg.norm(v)
+        bodies.append(stiff_box(f"b{i}", tuple(rng.uniform(0.04, 0.08, 3)), c, rot=_rot(rng), velocity=v))
+    return bodies
+
+
+def test_scaled_steps_never_cross_and_never_raise_the_energy(monkeypatch):
+    """Every step the per-island search returns, in bakes of boxes thrown at each other: its straight path is
+    collision free by the canonical CCD bound, its end has no edge-triangle intersection (exact test), its end
+    passes the validity filter and its energy (fresh broad phase) is not above the start's. Some of them scale
+    islands differently (the test is not vacuous)."""
+    seen = {"steps": 0, "scaled": 0}
+    inner = body_step.scaled_step
+
+    def checked(obj, x, p, q0):
+        q = inner(obj, x, p, q0)
+        if q is not None:
+            seen["steps"] += 1
+            xs, dx = obj.D.to_x(x), obj.D.to_x(q)
+            m = obj.contact.mesh
+            assert max_step_size(xs, dx, m, obj.contact.dhat) >= 1.0
+            assert count_intersections(np.ascontiguousarray(xs + dx), m.faces, m.edges) == 0
+            assert obj.valid(x + q)
+            assert obj.energy(x + q) <= obj.energy(x) + 1e-12 * abs(obj.energy(x))
+            if not np.array_equal(q, q0):
+                seen["scaled"] += 1
+        return q
+
+    monkeypatch.setattr(body_step, "scaled_step", checked)
+    for seed in (1, 2):
+        r = Run(scene(*_thrown_boxes(8, seed), ground(), frame_start=1, frame_end=6))
+        r.advance(5)    # Run checks every frame: no intersection, every body rigid
+    assert seen["steps"] > 20 and seen["scaled"] > 5, seen
+
+
+def test_a_body_far_from_every_impact_takes_its_full_step(monkeypatch):
+    """Two boxes thrown at each other and a third falling far from them: when the pair's island is scaled, the
+    far box's rows are its full (bent) Newton step."""
+    far = {"checked": 0}
+    inner = body_step.scaled_step
+
+    def checked(obj, x, p, q0):
+        q = inner(obj, x, p, q0)
+        if q is not None and not np.array_equal(q, q0):
+            r = int(obj.ab.row0[2])
+            np.testing.assert_array_equal(q[r:r + 4], q0[r:r + 4])
+            far["checked"] += 1
+        return q
+
+    monkeypatch.setattr(body_step, "scaled_step", checked)
+    a = stiff_box("a", (0.06, 0.06, 0.06), (-0.08, 0.0, 0.3), velocity=(2.0, 0.0, 0.0))
+    b = stiff_box("b", (0.06, 0.06, 0.06), (0.08, 0.0, 0.3), velocity=(-2.0, 0.0, 0.0))
+    c = stiff_box("c", (0.06, 0.06, 0.06), (0.6, 0.6, 0.6), velocity=(0.0, 0.0, -1.0))
+    r = Run(scene(a, b, c, ground(), frame_start=1, frame_end=4))
+    r.advance(3)
+    assert far["checked"] > 0
+
+
+def test_scaled_steps_give_the_same_bytes_whatever_the_thread_count(monkeypatch):
+    """The per-island search reduces over pairs with minima, sums per group and unions only, so a bake of thrown
+    boxes is byte-identical with every kernel on one thread and every kernel threaded."""
+    import numba
+    import pytest
+    from solver_server import threads
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs numba threads")
+    out = []
+    for threaded in (False, True):
+        monkeypatch.setattr(threads, "PARALLEL_MIN_ITEMS", 0 if threaded else 10 ** 12)
+        monkeypatch.setattr(threads, "machine_has_idle_core", lambda busy_others=0.0, t=threaded: t)
+        body_step.STATS["taken"] = 0
+        r = Run(scene(*_thrown_boxes(8, 1), ground(), frame_start=1, frame_end=5))
+        r.advance(4)
+        assert body_step.STATS["taken"] > 0
+        out.append(np.ascontiguousarray(r.z).tobytes())
+    assert out[0] == out[1]
