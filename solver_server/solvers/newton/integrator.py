@@ -43,6 +43,14 @@ FRICTION_UPDATES = 0    # extra lagged-friction re-solves per step (normal force
                         # solved x). 1 cost ~15 Newton iterations a step on the folding drape (docs/solver.md)
 
 
+BODY_STEP_MAX_VERTICES = 256   # per-island step (body_step.py) only while the affine bodies' collision shapes average at
+                               # most this many vertices: its broad phase over each full step's path costs more per
+                               # iteration than it saves on dense shapes. 100 Mesh cubes of 1,016 vertices, same run:
+                               # 23.4 CPU s / frame with it (12 frames, 4 at the cap; ~350 ms / iteration) against
+                               # 15.3 without (8 frames, 1 at the cap; ~250 ms); Convex Hull cubes (8 vertices) and the
+                               # bin's low-poly props gain from it (docs/solver.md, the body step, item 9)
+
+
 class IncrementalPotential:
     """The objective of one implicit-Euler step (see module doc)."""
 
@@ -350,8 +358,11 @@ class IncrementalPotential:
     def step_groups(self):
         """(n_z,) int64: the contact-mesh body of each row of z (a vertex row its vertex's body, an affine
         body's 4 rows the body of its contact vertices) for Newton's per-island step (body_step.py); None
-        without affine bodies or contact (then Newton's search is the one before, byte for byte)."""
+        without affine bodies or contact, or when the bodies' collision shapes average more than
+        BODY_STEP_MAX_VERTICES vertices (then Newton's search is the one before, byte for byte)."""
         if self.ab is None or self.contact is None or self.ab.n == 0:
+            return None
+        if self.D.slaved.size > BODY_STEP_MAX_VERTICES * self.ab.n:
             return None
         if getattr(self, "_step_groups", None) is None:
             vb = np.asarray(self.contact.mesh.vertex_body, np.int64)
