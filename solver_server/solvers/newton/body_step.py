@@ -34,7 +34,7 @@ from solver_server.bodies.affine import bodies_energy
 from solver_server.contact.barrier_pair import pair_energy
 from solver_server.contact.broad_phase import Candidates
 from solver_server.contact.ccd import box_gap, accd_pair, gather_motion, pair_of, stencil_dist2
-from solver_server.contact.friction import f0
+from solver_server.contact.friction import f0, tangent_displacement
 from solver_server.contact.pairs import pair_set
 from solver_server.threads import threads_for
 
@@ -164,17 +164,7 @@ def _pair_energies(x, ids, is_ee, off, epsx, dhat, w, vbody, static, out):
 def _friction_energies(x, x_prev, ids, coef, T, ml, eps, w, vbody, static, out):
     """Adds w x each friction pair's energy to out[group] of both its sides (static colliders left out)."""
     for k in range(ids.shape[0]):
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
-        for i in range(4):
-            v = ids[k, i]
-            c = coef[k, i]
-            d0 += c * (x[v, 0] - x_prev[v, 0])
-            d1 += c * (x[v, 1] - x_prev[v, 1])
-            d2 += c * (x[v, 2] - x_prev[v, 2])
-        u0 = T[k, 0, 0] * d0 + T[k, 1, 0] * d1 + T[k, 2, 0] * d2
-        u1 = T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2
+        u0, u1 = tangent_displacement(x, x_prev, ids, coef, T, k)
         e = w * ml[k] * f0(math.sqrt(u0 * u0 + u1 * u1), eps)
         ga = vbody[ids[k, 0]]
         gb = vbody[ids[k, 3]]
