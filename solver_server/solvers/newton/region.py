@@ -27,9 +27,7 @@ class RegionObjective:
         self.R = R
         self.dofs = ip.free_dofs[R]
         self.sub, _, _, self.vin = ip._region_setup(R)
-        rows = np.zeros(ip.nx, bool)
-        rows[self.vin] = True
-        self.rows = np.nonzero(rows & ip.dyn[:ip.nx])[0]        # region vertices with inertia
+        self.rows = np.nonzero(self.vin & ip.dyn[:ip.nx])[0]     # region vertices with inertia
         self.pen = np.nonzero(self.vin[ip.pen_idx])[0] if len(ip.pen_idx) else np.zeros(0, np.int64)
         c = ip.contact
         self.fs = c.friction_subset(self.vin) if c is not None else None
