@@ -102,10 +102,25 @@ class Client:
                 # said plainly.
                 raise VersionMismatch(e.message) from None
             raise
-        try:
-            self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
-        except zmq.Again:
-            raise ServerUnreachable(f"cannot send to {self.address}: the server is not reachable or not reading") from None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                pass
+            # No pipe to send on: a handshake that failed before this send (encryption on one side
+            # only, a wrong key) ends the connection's pipe; its reason is in the monitor events,
+            # which may arrive a little after the failure on a loaded machine. Wait for a pipe or
+            # a reason, at most the client's timeout.
+            problem = self.handshake_problem()
+            if problem and self._handshake_definite:
+                raise ServerUnreachable(problem)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServerUnreachable(problem or f"cannot send to {self.address}: the server is not reachable "
+                                        "or not reading")
+            zmq.select([self._monitor], [self._sock], [], min(left, 0.1))
 
     def _recv(self, timeout: float) -> Optional[Message]:
         """One message within ``timeout`` seconds, or None. Raises ServerUnreachable as soon as

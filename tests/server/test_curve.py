@@ -132,6 +132,24 @@ def test_encrypted_bake_and_what_a_client_without_the_key_sees(keydir, secret_fi
         assert e.value.code == "auth"
 
 
+def test_a_handshake_that_failed_before_the_first_send_is_named(keydir, secret_file, server_factory, tmp_path):
+    """The handshake runs as soon as the client connects; on a loaded machine it can fail (and
+    ZeroMQ drop the connection's pipe) before connect() sends the Hello. That send must still name
+    the reason, not report an unreachable server (a CI run saw exactly that)."""
+    d, _ = keydir
+    srv = _remote_server(server_factory, tmp_path, d, secret_file)
+    address = _local(srv.address)
+    with Client(address, timeout=5.0, secret=SECRET) as c:             # no key against an encrypted server
+        assert c.poll(1.0) == []          # the handshake fails meanwhile, and the socket processes it
+        with pytest.raises(ServerUnreachable, match="requires encryption"):
+            c.connect()
+    wrong = zmq.curve_keypair()[0].decode()
+    with Client(address, timeout=2.0, secret=SECRET, server_key=wrong) as c:
+        assert c.poll(1.0) == []
+        with pytest.raises(ServerUnreachable, match="does not match the server's key"):
+            c.connect()
+
+
 def test_key_from_the_environment_and_a_key_against_a_plain_server(keydir, secret_file, server_factory, tmp_path):
     d, _ = keydir
     public, secret = keys.read_secret_key(str(d / keys.SECRET_NAME))
