@@ -17,6 +17,8 @@ import pytest
 from protocol import save_scene
 from protocol.scene import Body, Material, Scene, Settings
 from solver_server.model.primitives import box, grid_sheet, icosphere
+from solver_server.solvers.mpm.materials import preset
+from tests.mpm.scenes import collider_box, granular, scene as mpm_scene
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD = os.path.join(ROOT, "tests", "server", "bake_child.py")
@@ -69,6 +71,28 @@ def bodies_scene() -> Scene:
                  name="determinism bodies")
 
 
+def mpm_scenes() -> dict:
+    """Small MPM scenes (about 1,000 particles, 8 frames), one per material family: sand dropped on a rough
+    rock in a walled box, snow thrown onto a slab in the open (automatic) domain, a water column collapsing
+    in a walled box around a pillar, an elastic cube thrown against a wall of the open domain."""
+    sp = 0.02
+    sand = mpm_scene([granular("Sand", (0.3, 0.3, 0.25), (0.5, 0.5, 0.45), preset("sand", particle_spacing=sp)),
+                      collider_box("Rock", (0.35, 0.35, 0.0), (0.45, 0.45, 0.15), friction=0.6)], frames=8)
+    snow = mpm_scene([granular("Snow", (0.0, 0.0, 0.1), (0.2, 0.2, 0.3), preset("snow", particle_spacing=sp),
+                               velocity=(1.0, 0.2, -0.5)),
+                      collider_box("Slab", (-0.2, -0.2, -0.05), (0.6, 0.4, 0.05), friction=0.4)],
+                     frames=8, domain=None)
+    water = mpm_scene([granular("Water", (0.05, 0.05, 0.05), (0.25, 0.25, 0.3), preset("water", particle_spacing=sp)),
+                       collider_box("Pillar", (0.35, 0.1, 0.0), (0.42, 0.17, 0.3))],
+                      frames=8, domain=((0, 0, 0), (0.6, 0.4, 0.4)))
+    elastic = mpm_scene([granular("Jelly", (0.0, 0.0, 0.2), (0.2, 0.2, 0.4), preset("elastic", particle_spacing=sp),
+                                  velocity=(2.0, 0.0, 0.5)),
+                         collider_box("Wall", (0.3, -0.2, -0.1), (0.4, 0.4, 0.6), friction=0.2),
+                         collider_box("Ground", (-0.2, -0.2, -0.1), (0.4, 0.4, 0.0), friction=0.5)],
+                        frames=8, domain=None)
+    return {"sand": sand, "snow": snow, "water": water, "elastic": elastic}
+
+
 def _bake(scene_file, out, threads: int, policy: str, *extra, kill_after=None, timeout=600):
     env = dict(os.environ)
     env.pop("CLEARANCE_SECRET", None)
@@ -97,6 +121,20 @@ def _check_same(a: dict, b: dict, what: str) -> None:
             x = np.frombuffer(a[name][32:], np.float32)
             y = np.frombuffer(b[name][32:], np.float32)
             raise AssertionError(f"{what}: {name} differs, by up to {float(np.abs(x - y).max()):.3g} m")
+
+
+def _check_same_states(a, b, what: str) -> None:
+    """The float64 resume states (cache folder state/state_*.npz) of two bakes, array by array: differences
+    the .pc2's float32 positions round away, and that a longer bake would amplify."""
+    files = sorted(os.listdir(os.path.join(a, "state")))
+    assert files and files == sorted(os.listdir(os.path.join(b, "state")))
+    for name in files:
+        with np.load(os.path.join(a, "state", name)) as x, np.load(os.path.join(b, "state", name)) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for key in x.files:
+                if not np.array_equal(x[key], y[key]):
+                    raise AssertionError(f"{what}: {name} {key} differs, by up to "
+                                         f"{float(np.abs(x[key] - y[key]).max()):.3g}")
 
 
 _ARRAY_REDUCTIONS = {"sum", "mean", "prod", "dot", "vdot", "cumsum", "nansum", "nanmean", "average", "std", "var",
@@ -256,3 +294,35 @@ def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tm
             assert sorted(a.files) == sorted(b.files)
             for key in a.files:
                 assert np.array_equal(a[key], b[key]), (k, key)
+
+
+@pytest.mark.parametrize("material", ["sand", "snow", "water", "elastic"])
+def test_mpm_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_path, material):
+    """The MPM backend (solver_server/solvers/mpm): one thread on the single-threaded kernels, two threads on
+    the colour-blocked parallel ones (bake_child's "parallel" policy takes every MPM scene onto them), and a
+    bake killed after frame KILL_AFTER + 1 and resumed with the other policy: the same .pc2 bytes and the same
+    float64 resume states. (p2g_serial scattering in particle order made every state differ from frame 2 on,
+    by up to 2e-15 m at frame 9, and the elastic scene's .pc2 bytes.)"""
+    scene = mpm_scenes()[material]
+    f = tmp_path / "s.clrscene"
+    save_scene(f, scene)
+    r = _bake(f, tmp_path / "t1", 1, "serial")
+    assert r.returncode == 0, r.stderr
+    ref = _pc2_bytes(tmp_path / "t1")
+    r = _bake(f, tmp_path / "t2", 2, "parallel")
+    assert r.returncode == 0, r.stderr
+    _check_same(ref, _pc2_bytes(tmp_path / "t2"), "2 threads (parallel kernels) vs 1 thread")
+    _check_same_states(tmp_path / "t1", tmp_path / "t2", "2 threads (parallel kernels) vs 1 thread")
+    out = tmp_path / "killed"
+    kill = scene.settings.frame_start + KILL_AFTER
+    r = _bake(f, out, 2, "parallel", kill_after=kill)
+    assert r.returncode == -9, (r.returncode, r.stderr)
+    assert not any(p.endswith(".pc2") for p in os.listdir(out))
+    r = _bake(f, out, 2, "serial", "--resume")
+    assert r.returncode == 0, r.stderr
+    assert f"resuming after frame {kill}" in r.stdout
+    _check_same(ref, _pc2_bytes(out), f"killed after frame {kill} and resumed vs uninterrupted")
+    _check_same_states(tmp_path / "t1", out, f"killed after frame {kill} and resumed vs uninterrupted")
+    frames = np.frombuffer(ref[sorted(ref)[0]][32:], np.float32).reshape(scene.settings.n_frames, -1, 3)
+    assert np.isfinite(frames).all()
+    assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3
