@@ -7,6 +7,7 @@ the resume is the runtime's own (``--resume``: the cache's last complete frame a
 One test per solver path: Fast (block descent: cloth over a sphere, a soft cube, a stiff body) and
 Accurate (Newton), each with implicit Euler and BDF-2.
 """
+import ast
 import os
 import subprocess
 import sys
@@ -139,17 +140,56 @@ def _check_same_states(a, b, what: str) -> None:
 
 _ARRAY_REDUCTIONS = {"sum", "mean", "prod", "dot", "vdot", "cumsum", "nansum", "nanmean", "average", "std", "var",
                      "einsum", "norm"}
+_FOLD_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+"""s = s + ... across a prange is a parallel reduction like s += .... Extrema are not listed: max and min
+(a.min() over per-chunk results, m = max(m, ...)) give the same value in any order (one of the operands,
+NaN and the sign of a zero aside), as the CCD kernels' best.min() over a fixed chunk count relies on."""
+
+
+def _parallel_kernel_reductions(tree, where_prefix: str) -> tuple:
+    """(kernels, bad): the names of the parallel=True kernels of a parsed module, and the thread-count
+    dependent reductions in them (see the test below)."""
+    kernels, bad = [], []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef) or not any(
+                "parallel=True" in ast.unparse(d) for d in func.decorator_list):
+            continue
+        kernels.append(func.name)
+        where = f"{where_prefix}:{func.name}"
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in _ARRAY_REDUCTIONS:
+                    bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.For) and "prange" in ast.unparse(node.iter):
+                def folds(n):
+                    # s = s + ..., s = 0.5 * (s - x): arithmetic on the assignment's own target
+                    return (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                            and any(isinstance(b, ast.BinOp) and isinstance(b.op, _FOLD_OPS)
+                                    and any(isinstance(r, ast.Name) and r.id == n.targets[0].id for r in ast.walk(b))
+                                    for b in ast.walk(n.value)))
+                acc = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}
+                acc |= {id(n.targets[0]) for n in ast.walk(node) if folds(n)}
+                local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store) and id(n) not in acc}   # set afresh in the loop
+                for n in ast.walk(node):
+                    if (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                            and n.target.id not in local):
+                        bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+                    elif folds(n) and n.targets[0].id not in local:
+                        bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+    return kernels, bad
 
 
 def test_parallel_kernels_total_in_an_order_independent_of_the_thread_count():
-    """In a parallel=True kernel numba turns an array reduction (out.sum(), np.dot, ...) and a scalar
-    accumulated across a prange (s += ... inside the loop) into parallel reductions, one partial sum per
-    thread: their rounding changes with the thread count (the elastic energies' out.sum() did, and through the
-    energy guard's velocity scale moved a Fast bake's cloth by 8 cm between 1 and 2 threads). Such kernels
-    total with solver_server.threads.ordered_sum or per-chunk sums over a fixed chunk count instead."""
-    import ast
-
-    bad = []
+    """In a parallel=True kernel numba turns an array reduction (out.sum(), np.dot, ...) and a scalar folded
+    across a prange (s += ... or s = s + ... inside the loop) into parallel reductions,
+    one partial result per thread: their rounding changes with the thread count (the elastic energies'
+    out.sum() did, and through the energy guard's velocity scale moved a Fast bake's cloth by 8 cm between
+    1 and 2 threads). Such kernels total with solver_server.threads.ordered_sum or per-chunk sums over a
+    fixed chunk count instead. Every module under solver_server/ is scanned, the mesh solvers' and the MPM
+    solver's kernels (P2G, grid update, G2P, binning, distance fields, sampling) alike."""
+    bad, scanned = [], {}
     for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "solver_server")):
         for fn in files:
             if not fn.endswith(".py"):
@@ -157,25 +197,81 @@ def test_parallel_kernels_total_in_an_order_independent_of_the_thread_count():
             path = os.path.join(dirpath, fn)
             with open(path, encoding="utf-8") as f:
                 tree = ast.parse(f.read(), path)
-            for func in ast.walk(tree):
-                if not isinstance(func, ast.FunctionDef) or not any(
-                        "parallel=True" in ast.unparse(d) for d in func.decorator_list):
-                    continue
-                where = f"{os.path.relpath(path, ROOT)}:{func.name}"
-                for node in ast.walk(func):
-                    if isinstance(node, ast.Call):
-                        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-                        if name in _ARRAY_REDUCTIONS:
-                            bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
-                    if isinstance(node, ast.For) and "prange" in ast.unparse(node.iter):
-                        aug = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}
-                        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                                 and isinstance(n.ctx, ast.Store) and id(n) not in aug}   # set in the loop
-                        for n in ast.walk(node):
-                            if (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
-                                    and n.target.id not in local):
-                                bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+            rel = os.path.relpath(path, ROOT)
+            kernels, found = _parallel_kernel_reductions(tree, rel)
+            scanned[rel.replace(os.sep, "/")] = kernels
+            bad += found
+    mpm = "solver_server/solvers/mpm/"
+    assert {"p2g", "grid_update", "g2p", "init_stress", "zero_active"} <= set(scanned.get(mpm + "transfer.py", ()))
+    assert "particle_blocks" in scanned.get(mpm + "grid.py", ())
+    assert "finish_field" in scanned.get(mpm + "sdf.py", ())
     assert not bad, "thread-count dependent reductions:\n" + "\n".join(bad)
+
+
+def test_the_reduction_scan_finds_each_kind_of_reduction():
+    """The scan above on kernels that reduce in each way it forbids, and on ones that do not (a serial kernel,
+    accumulators set afresh in each prange iteration, extrema)."""
+    src = """
+@njit(parallel=True)
+def a(x):
+    return x.sum()
+
+@njit(parallel=True)
+def b(x):
+    p = 1.0
+    for i in prange(x.shape[0]):
+        p = x[i] * p
+    return p
+
+@njit(parallel=True)
+def c(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s += x[i]
+    return s
+
+@njit(parallel=True)
+def d(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s = s + x[i]
+    return s
+
+@njit(parallel=True)
+def e(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s = 0.5 * (s - x[i])
+    return s
+
+@njit(parallel=True)
+def extrema(x):
+    m = 0.0
+    for i in prange(x.shape[0]):
+        m = max(m, x[i])
+    return min(m, np.max(x), x.min())
+
+@njit(parallel=True)
+def fine(x, out):
+    for i in prange(x.shape[0]):
+        s = 0.0
+        m = 0.0
+        for k in range(3):
+            s += x[i, k]
+            s = s + 1.0
+            m = max(m, min(x[i, k], 2.0))
+        out[i] = s + m
+
+@njit
+def serial(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    return x.sum() + s
+"""
+    kernels, bad = _parallel_kernel_reductions(ast.parse(src), "t")
+    assert kernels == ["a", "b", "c", "d", "e", "extrema", "fine"]
+    assert sorted({line.split(":")[1] for line in bad}) == ["a", "b", "c", "d", "e"], bad
 
 
 def test_elastic_energy_has_the_same_bits_on_one_and_two_threads():
