@@ -366,18 +366,15 @@ def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_pa
     assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3
 
 
-@pytest.mark.slow   # a server and a bake process: ~50 s on the loaded dev machine
-def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
-    """The same Fast scene through a server job (a spawned child process, frames streamed) and through
-    ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
+def _server_and_bake_give_the_same_frames(server_factory, tmp_path, scene, threads=2, policy="", server_env=None,
+                                          states=False):
     from protocol import Client, Done
 
-    scene = fast_scene()
     f = tmp_path / "s.clrscene"
     save_scene(f, scene)
-    r = _bake(f, tmp_path / "cli", 2, "")
+    r = _bake(f, tmp_path / "cli", threads, policy)
     assert r.returncode == 0, r.stderr
-    srv = server_factory()
+    srv = server_factory(env=server_env)
     with Client(srv.address, timeout=10.0) as c:
         c.connect()
         job = c.submit(scene, str(tmp_path / "srv"))
@@ -390,6 +387,23 @@ def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tm
             assert sorted(a.files) == sorted(b.files)
             for key in a.files:
                 assert np.array_equal(a[key], b[key]), (k, key)
+    if states:
+        _check_same_states(tmp_path / "cli", tmp_path / "srv", "server job vs clearance-server bake")
+
+
+@pytest.mark.slow   # a server and a bake process: ~50 s on the loaded dev machine
+def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
+    """The same Fast scene through a server job (a spawned child process, frames streamed) and through
+    ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
+    _server_and_bake_give_the_same_frames(server_factory, tmp_path, fast_scene())
+
+
+def test_the_server_and_the_bake_command_give_the_same_mpm_frames(server_factory, tmp_path):
+    """An MPM scene (an elastic cube thrown at a wall) through a server job on one numba thread and through
+    ``clearance-server bake`` on two threads with the threaded MPM kernels: the same particles in every
+    frame and the same float64 resume states, bit for bit."""
+    _server_and_bake_give_the_same_frames(server_factory, tmp_path, mpm_scenes()["elastic"], threads=2,
+                                          policy="parallel", server_env={"NUMBA_NUM_THREADS": "1"}, states=True)
 
 
 @pytest.mark.parametrize("material", ["sand", "snow", "water", "elastic"])
