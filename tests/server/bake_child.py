@@ -3,7 +3,9 @@
 CLEARANCE_TEST_THREADS=parallel|serial forces the load-aware thread policy (solver_server/threads.py)
     one way: "parallel" runs every guarded kernel on numba's threads whatever the work size and the
     machine's load (as on an idle machine with a large scene), "serial" runs them on the calling thread
-    (as on a busy machine). The thread count itself is NUMBA_NUM_THREADS.
+    (as on a busy machine). The thread count itself is NUMBA_NUM_THREADS. The MPM solver picks its
+    kernels by particle count (solvers/mpm/solver.py PARALLEL_MIN_PARTICLES), not by load: "parallel"
+    takes every MPM scene onto its threaded kernels, "serial" keeps every one on the single-threaded ones.
 CLEARANCE_TEST_KILL_AFTER=K sends this process SIGKILL right after frame K's resume state is on disk,
     the way a crash or a kill -9 ends a bake (nothing else is flushed or cleaned up).
 
@@ -18,7 +20,9 @@ sys.path.insert(0, ROOT)
 
 policy = os.environ.get("CLEARANCE_TEST_THREADS")
 if policy:
+    import solver_server.solvers.mpm.solver as mpm_solver
     import solver_server.threads as threads
+    mpm_solver.PARALLEL_MIN_PARTICLES = 0 if policy == "parallel" else 1 << 62
     threads.machine_has_idle_core = lambda busy_others=0.0: policy == "parallel"
     if policy == "parallel":
         threads.PARALLEL_MIN_ITEMS = 0                      # no size threshold either

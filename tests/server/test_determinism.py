@@ -7,6 +7,7 @@ the resume is the runtime's own (``--resume``: the cache's last complete frame a
 One test per solver path: Fast (block descent: cloth over a sphere, a soft cube, a stiff body) and
 Accurate (Newton), each with implicit Euler and BDF-2.
 """
+import ast
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import pytest
 from protocol import save_scene
 from protocol.scene import Body, Material, Scene, Settings
 from solver_server.model.primitives import box, grid_sheet, icosphere
+from solver_server.solvers.mpm.materials import preset
+from tests.mpm.scenes import collider_box, granular, scene as mpm_scene
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD = os.path.join(ROOT, "tests", "server", "bake_child.py")
@@ -69,6 +72,28 @@ def bodies_scene() -> Scene:
                  name="determinism bodies")
 
 
+def mpm_scenes() -> dict:
+    """Small MPM scenes (about 1,000 particles, 8 frames), one per material family: sand dropped on a rough
+    rock in a walled box, snow thrown onto a slab in the open (automatic) domain, a water column collapsing
+    in a walled box around a pillar, an elastic cube thrown against a wall of the open domain."""
+    sp = 0.02
+    sand = mpm_scene([granular("Sand", (0.3, 0.3, 0.25), (0.5, 0.5, 0.45), preset("sand", particle_spacing=sp)),
+                      collider_box("Rock", (0.35, 0.35, 0.0), (0.45, 0.45, 0.15), friction=0.6)], frames=8)
+    snow = mpm_scene([granular("Snow", (0.0, 0.0, 0.1), (0.2, 0.2, 0.3), preset("snow", particle_spacing=sp),
+                               velocity=(1.0, 0.2, -0.5)),
+                      collider_box("Slab", (-0.2, -0.2, -0.05), (0.6, 0.4, 0.05), friction=0.4)],
+                     frames=8, domain=None)
+    water = mpm_scene([granular("Water", (0.05, 0.05, 0.05), (0.25, 0.25, 0.3), preset("water", particle_spacing=sp)),
+                       collider_box("Pillar", (0.35, 0.1, 0.0), (0.42, 0.17, 0.3))],
+                      frames=8, domain=((0, 0, 0), (0.6, 0.4, 0.4)))
+    elastic = mpm_scene([granular("Jelly", (0.0, 0.0, 0.2), (0.2, 0.2, 0.4), preset("elastic", particle_spacing=sp),
+                                  velocity=(2.0, 0.0, 0.5)),
+                         collider_box("Wall", (0.3, -0.2, -0.1), (0.4, 0.4, 0.6), friction=0.2),
+                         collider_box("Ground", (-0.2, -0.2, -0.1), (0.4, 0.4, 0.0), friction=0.5)],
+                        frames=8, domain=None)
+    return {"sand": sand, "snow": snow, "water": water, "elastic": elastic}
+
+
 def _bake(scene_file, out, threads: int, policy: str, *extra, kill_after=None, timeout=600):
     env = dict(os.environ)
     env.pop("CLEARANCE_SECRET", None)
@@ -99,19 +124,72 @@ def _check_same(a: dict, b: dict, what: str) -> None:
             raise AssertionError(f"{what}: {name} differs, by up to {float(np.abs(x - y).max()):.3g} m")
 
 
+def _check_same_states(a, b, what: str) -> None:
+    """The float64 resume states (cache folder state/state_*.npz) of two bakes, array by array: differences
+    the .pc2's float32 positions round away, and that a longer bake would amplify."""
+    files = sorted(os.listdir(os.path.join(a, "state")))
+    assert files and files == sorted(os.listdir(os.path.join(b, "state")))
+    for name in files:
+        with np.load(os.path.join(a, "state", name)) as x, np.load(os.path.join(b, "state", name)) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for key in x.files:
+                if not np.array_equal(x[key], y[key]):
+                    raise AssertionError(f"{what}: {name} {key} differs, by up to "
+                                         f"{float(np.abs(x[key] - y[key]).max()):.3g}")
+
+
 _ARRAY_REDUCTIONS = {"sum", "mean", "prod", "dot", "vdot", "cumsum", "nansum", "nanmean", "average", "std", "var",
                      "einsum", "norm"}
+_FOLD_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+"""s = s + ... across a prange is a parallel reduction like s += .... Extrema are not listed: max and min
+(a.min() over per-chunk results, m = max(m, ...)) give the same value in any order (one of the operands,
+NaN and the sign of a zero aside), as the CCD kernels' best.min() over a fixed chunk count relies on."""
+
+
+def _parallel_kernel_reductions(tree, where_prefix: str) -> tuple:
+    """(kernels, bad): the names of the parallel=True kernels of a parsed module, and the thread-count
+    dependent reductions in them (see the test below)."""
+    kernels, bad = [], []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef) or not any(
+                "parallel=True" in ast.unparse(d) for d in func.decorator_list):
+            continue
+        kernels.append(func.name)
+        where = f"{where_prefix}:{func.name}"
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in _ARRAY_REDUCTIONS:
+                    bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.For) and "prange" in ast.unparse(node.iter):
+                def folds(n):
+                    # s = s + ..., s = 0.5 * (s - x): arithmetic on the assignment's own target
+                    return (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                            and any(isinstance(b, ast.BinOp) and isinstance(b.op, _FOLD_OPS)
+                                    and any(isinstance(r, ast.Name) and r.id == n.targets[0].id for r in ast.walk(b))
+                                    for b in ast.walk(n.value)))
+                acc = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}
+                acc |= {id(n.targets[0]) for n in ast.walk(node) if folds(n)}
+                local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store) and id(n) not in acc}   # set afresh in the loop
+                for n in ast.walk(node):
+                    if (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                            and n.target.id not in local):
+                        bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+                    elif folds(n) and n.targets[0].id not in local:
+                        bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+    return kernels, bad
 
 
 def test_parallel_kernels_total_in_an_order_independent_of_the_thread_count():
-    """In a parallel=True kernel numba turns an array reduction (out.sum(), np.dot, ...) and a scalar
-    accumulated across a prange (s += ... inside the loop) into parallel reductions, one partial sum per
-    thread: their rounding changes with the thread count (the elastic energies' out.sum() did, and through the
-    energy guard's velocity scale moved a Fast bake's cloth by 8 cm between 1 and 2 threads). Such kernels
-    total with solver_server.threads.ordered_sum or per-chunk sums over a fixed chunk count instead."""
-    import ast
-
-    bad = []
+    """In a parallel=True kernel numba turns an array reduction (out.sum(), np.dot, ...) and a scalar folded
+    across a prange (s += ... or s = s + ... inside the loop) into parallel reductions,
+    one partial result per thread: their rounding changes with the thread count (the elastic energies'
+    out.sum() did, and through the energy guard's velocity scale moved a Fast bake's cloth by 8 cm between
+    1 and 2 threads). Such kernels total with solver_server.threads.ordered_sum or per-chunk sums over a
+    fixed chunk count instead. Every module under solver_server/ is scanned, the mesh solvers' and the MPM
+    solver's kernels (P2G, grid update, G2P, binning, distance fields, sampling) alike."""
+    bad, scanned = [], {}
     for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "solver_server")):
         for fn in files:
             if not fn.endswith(".py"):
@@ -119,25 +197,81 @@ def test_parallel_kernels_total_in_an_order_independent_of_the_thread_count():
             path = os.path.join(dirpath, fn)
             with open(path, encoding="utf-8") as f:
                 tree = ast.parse(f.read(), path)
-            for func in ast.walk(tree):
-                if not isinstance(func, ast.FunctionDef) or not any(
-                        "parallel=True" in ast.unparse(d) for d in func.decorator_list):
-                    continue
-                where = f"{os.path.relpath(path, ROOT)}:{func.name}"
-                for node in ast.walk(func):
-                    if isinstance(node, ast.Call):
-                        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-                        if name in _ARRAY_REDUCTIONS:
-                            bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
-                    if isinstance(node, ast.For) and "prange" in ast.unparse(node.iter):
-                        aug = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}
-                        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                                 and isinstance(n.ctx, ast.Store) and id(n) not in aug}   # set in the loop
-                        for n in ast.walk(node):
-                            if (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
-                                    and n.target.id not in local):
-                                bad.append(f"{where}:{n.lineno}: {ast.unparse(n)} across a prange")
+            rel = os.path.relpath(path, ROOT)
+            kernels, found = _parallel_kernel_reductions(tree, rel)
+            scanned[rel.replace(os.sep, "/")] = kernels
+            bad += found
+    mpm = "solver_server/solvers/mpm/"
+    assert {"p2g", "grid_update", "g2p", "init_stress", "zero_active"} <= set(scanned.get(mpm + "transfer.py", ()))
+    assert "particle_blocks" in scanned.get(mpm + "grid.py", ())
+    assert "finish_field" in scanned.get(mpm + "sdf.py", ())
     assert not bad, "thread-count dependent reductions:\n" + "\n".join(bad)
+
+
+def test_the_reduction_scan_finds_each_kind_of_reduction():
+    """The scan above on kernels that reduce in each way it forbids, and on ones that do not (a serial kernel,
+    accumulators set afresh in each prange iteration, extrema)."""
+    src = """
+@njit(parallel=True)
+def a(x):
+    return x.sum()
+
+@njit(parallel=True)
+def b(x):
+    p = 1.0
+    for i in prange(x.shape[0]):
+        p = x[i] * p
+    return p
+
+@njit(parallel=True)
+def c(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s += x[i]
+    return s
+
+@njit(parallel=True)
+def d(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s = s + x[i]
+    return s
+
+@njit(parallel=True)
+def e(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s = 0.5 * (s - x[i])
+    return s
+
+@njit(parallel=True)
+def extrema(x):
+    m = 0.0
+    for i in prange(x.shape[0]):
+        m = max(m, x[i])
+    return min(m, np.max(x), x.min())
+
+@njit(parallel=True)
+def fine(x, out):
+    for i in prange(x.shape[0]):
+        s = 0.0
+        m = 0.0
+        for k in range(3):
+            s += x[i, k]
+            s = s + 1.0
+            m = max(m, min(x[i, k], 2.0))
+        out[i] = s + m
+
+@njit
+def serial(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    return x.sum() + s
+"""
+    kernels, bad = _parallel_kernel_reductions(ast.parse(src), "t")
+    assert kernels == ["a", "b", "c", "d", "e", "extrema", "fine"]
+    assert sorted({line.split(":")[1] for line in bad}) == ["a", "b", "c", "d", "e"], bad
 
 
 def test_elastic_energy_has_the_same_bits_on_one_and_two_threads():
@@ -232,18 +366,15 @@ def test_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_pa
     assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3
 
 
-@pytest.mark.slow   # a server and a bake process: ~50 s on the loaded dev machine
-def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
-    """The same Fast scene through a server job (a spawned child process, frames streamed) and through
-    ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
+def _server_and_bake_give_the_same_frames(server_factory, tmp_path, scene, threads=2, policy="", server_env=None,
+                                          states=False):
     from protocol import Client, Done
 
-    scene = fast_scene()
     f = tmp_path / "s.clrscene"
     save_scene(f, scene)
-    r = _bake(f, tmp_path / "cli", 2, "")
+    r = _bake(f, tmp_path / "cli", threads, policy)
     assert r.returncode == 0, r.stderr
-    srv = server_factory()
+    srv = server_factory(env=server_env)
     with Client(srv.address, timeout=10.0) as c:
         c.connect()
         job = c.submit(scene, str(tmp_path / "srv"))
@@ -256,3 +387,52 @@ def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tm
             assert sorted(a.files) == sorted(b.files)
             for key in a.files:
                 assert np.array_equal(a[key], b[key]), (k, key)
+    if states:
+        _check_same_states(tmp_path / "cli", tmp_path / "srv", "server job vs clearance-server bake")
+
+
+@pytest.mark.slow   # a server and a bake process: ~50 s on the loaded dev machine
+def test_the_server_and_the_bake_command_give_the_same_frames(server_factory, tmp_path):
+    """The same Fast scene through a server job (a spawned child process, frames streamed) and through
+    ``clearance-server bake`` (in process): the same positions in every frame, bit for bit."""
+    _server_and_bake_give_the_same_frames(server_factory, tmp_path, fast_scene())
+
+
+def test_the_server_and_the_bake_command_give_the_same_mpm_frames(server_factory, tmp_path):
+    """An MPM scene (an elastic cube thrown at a wall) through a server job on one numba thread and through
+    ``clearance-server bake`` on two threads with the threaded MPM kernels: the same particles in every
+    frame and the same float64 resume states, bit for bit."""
+    _server_and_bake_give_the_same_frames(server_factory, tmp_path, mpm_scenes()["elastic"], threads=2,
+                                          policy="parallel", server_env={"NUMBA_NUM_THREADS": "1"}, states=True)
+
+
+@pytest.mark.parametrize("material", ["sand", "snow", "water", "elastic"])
+def test_mpm_bakes_are_byte_identical_across_threads_policies_and_kill_resume(tmp_path, material):
+    """The MPM backend (solver_server/solvers/mpm): one thread on the single-threaded kernels, two threads on
+    the colour-blocked parallel ones (bake_child's "parallel" policy takes every MPM scene onto them), and a
+    bake killed after frame KILL_AFTER + 1 and resumed with the other policy: the same .pc2 bytes and the same
+    float64 resume states. (p2g_serial scattering in particle order made every state differ from frame 2 on,
+    by up to 2e-15 m at frame 9, and the elastic scene's .pc2 bytes.)"""
+    scene = mpm_scenes()[material]
+    f = tmp_path / "s.clrscene"
+    save_scene(f, scene)
+    r = _bake(f, tmp_path / "t1", 1, "serial")
+    assert r.returncode == 0, r.stderr
+    ref = _pc2_bytes(tmp_path / "t1")
+    r = _bake(f, tmp_path / "t2", 2, "parallel")
+    assert r.returncode == 0, r.stderr
+    _check_same(ref, _pc2_bytes(tmp_path / "t2"), "2 threads (parallel kernels) vs 1 thread")
+    _check_same_states(tmp_path / "t1", tmp_path / "t2", "2 threads (parallel kernels) vs 1 thread")
+    out = tmp_path / "killed"
+    kill = scene.settings.frame_start + KILL_AFTER
+    r = _bake(f, out, 2, "parallel", kill_after=kill)
+    assert r.returncode == -9, (r.returncode, r.stderr)
+    assert not any(p.endswith(".pc2") for p in os.listdir(out))
+    r = _bake(f, out, 2, "serial", "--resume")
+    assert r.returncode == 0, r.stderr
+    assert f"resuming after frame {kill}" in r.stdout
+    _check_same(ref, _pc2_bytes(out), f"killed after frame {kill} and resumed vs uninterrupted")
+    _check_same_states(tmp_path / "t1", out, f"killed after frame {kill} and resumed vs uninterrupted")
+    frames = np.frombuffer(ref[sorted(ref)[0]][32:], np.float32).reshape(scene.settings.n_frames, -1, 3)
+    assert np.isfinite(frames).all()
+    assert np.abs(frames[-1] - frames[KILL_AFTER]).max() > 1e-3

@@ -94,8 +94,8 @@ class MPMSolver:
         b.update(self.x, self.parallel)
         if not self.parallel:
             transfer.zero_active_serial(b.active_list, b.nb, self.gm, self.gv)
-            transfer.p2g_serial(self.x, self.v, self.C, self.tau, self.mass, self.vol0, self.origin, self.spec.dx,
-                                dt, self.gm, self.gv, self.lo, self.hi)
+            transfer.p2g_serial(self.x, self.v, self.C, self.tau, self.mass, self.vol0, b.order, b.start,
+                                b.colour_blocks, b.colour_start, self.origin, self.spec.dx, dt, self.gm, self.gv)
             return
         transfer.zero_active(b.active_list, b.nb, self.gm, self.gv)
         transfer.p2g(self.x, self.v, self.C, self.tau, self.mass, self.vol0, b.order, b.start, b.colour_blocks,

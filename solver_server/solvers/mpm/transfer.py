@@ -110,7 +110,12 @@ def _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv):
 @njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
 def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, origin, dx, dt, gm, gv):
     """Scatter particle mass (kg), momentum plus APIC affine momentum and stress impulse (kg m/s)
-    to the grid, colour by colour (race-free)."""
+    to the grid, colour by colour (race-free).
+
+    Every node receives its sum in one order whatever the thread count: colour after colour, and
+    within a colour from one block only (blocks of a colour write disjoint nodes), in that block's
+    particle order (the stable counting sort's). ``p2g_serial`` adds in this same order, so the
+    threaded and the single-threaded kernels give the same bits."""
     inv_dx = 1.0 / dx
     for c in range(8):
         for t in prange(colour_start[c], colour_start[c + 1]):
@@ -120,14 +125,18 @@ def p2g(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, ori
 
 
 @njit(cache=True, fastmath=False, error_model="numpy")
-def p2g_serial(x, v, C, tau, mass, vol0, origin, dx, dt, gm, gv, lo, hi):
-    """Single-threaded P2G (no binning needed): used for small particle counts, where the cost of
-    waking threads on a busy machine exceeds the work. Particles outside the domain box lo..hi
-    (open domain) are off the grid and skipped."""
+def p2g_serial(x, v, C, tau, mass, vol0, order, start, colour_blocks, colour_start, origin, dx, dt, gm, gv):
+    """Single-threaded P2G, for small particle counts (waking threads on a busy machine costs more
+    than the work): ``p2g``'s blocks in ``p2g``'s order (colour after colour), so every node's sum
+    has the same bits as the threaded kernel's. Scattering in particle index order instead (the
+    kernel before) rounded the sums differently: the MPM bakes' float64 state differed from the
+    second frame on between one thread and two, and an elastic bake's .pc2 bytes too. Particles
+    outside the domain box (open domain) are in no block and skipped."""
     inv_dx = 1.0 / dx
-    for p in range(x.shape[0]):
-        if not outside(x, p, lo, hi):
-            _scatter(p, x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
+    for t in range(colour_start[8]):
+        b = colour_blocks[t]
+        for idx in range(start[b], start[b + 1]):
+            _scatter(order[idx], x, v, C, tau, mass, vol0, origin, inv_dx, dx, dt, gm, gv)
 
 
 @njit(cache=True, fastmath=False, error_model="numpy", inline="always")
