@@ -145,7 +145,7 @@ def _region(H, pf: np.ndarray, h: float, tol: float):
     return np.nonzero(np.repeat(v, 3))[0]
 
 
-def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
+def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float, solver: LinearSolver = None):
     """Projected Newton on the subproblem min E(x) over the free DOFs R (indices into obj.free_dofs), every
     other DOF held: the exact R x R block of the projected Hessian (obj.region_hessian, or the whole
     Hessian sliced), a sparse Cholesky of that block, the same CCD bound, validity filter and energy
@@ -153,8 +153,10 @@ def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
     tol / 2 (m/s). Every accepted point lowers E, is intersection free and inverts nothing; the caller's
     next global iteration is the stop test. When the objective offers ``region(R)`` (an objective of the
     region's terms alone: gradient over R, Hessian block, and the same filters over the pairs near R;
-    region.py) the iterations run on it, else on the whole objective. Returns (x, local solves)."""
-    from .linear_solve import solve_direct
+    region.py) the iterations run on it, else on the whole objective. ``solver``: a direct LinearSolver kept
+    for the region blocks (its symbolic analysis is reused while a block's pattern repeats, which gives the
+    same factor as a fresh analysis); default a new one. Returns (x, local solves)."""
+    solver = LinearSolver("direct") if solver is None else solver
     free = obj.free_dofs
     sub = obj.region(R) if hasattr(obj, "region") else None
     target = obj if sub is None else sub
@@ -167,7 +169,7 @@ def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float):
         else:
             gr = obj.gradient(x)[free][R]
             A = obj.region_hessian(x, R) if hasattr(obj, "region_hessian") else obj.hessian(x).tocsc()[R][:, R]
-        pr = solve_direct(A, -gr)
+        pr = solver.solve(A, -gr)
         solves += 1
         if np.abs(pr).max() / h < 0.5 * tol:
             break
@@ -187,6 +189,7 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
     """Minimise obj from x (N, 3). Returns the last iterate (never one rejected by the filters).
     linear_solver: a method name or a LinearSolver (kept across calls for its warm start)."""
     solver = linear_solver if isinstance(linear_solver, LinearSolver) else LinearSolver(linear_solver)
+    local_solver = LinearSolver("direct")   # the region blocks' own analysis, apart from the global one's
     x = x.copy()
     free = obj.free_dofs
     res = np.inf
@@ -228,6 +231,6 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
         if LOCAL_SEEDS and res < LOCAL_RES * tol and getattr(obj, "local_refinement", True):
             R = _region(H, pf, h, tol)
             if R is not None:
-                x, n = local_refine(obj, x, R, h, tol)
+                x, n = local_refine(obj, x, R, h, tol, local_solver)
                 local += n
     return NewtonResult(x, it, False, res, fails, res_g, local)
