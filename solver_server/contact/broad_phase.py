@@ -540,20 +540,60 @@ def find_candidates(x: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None, 
     return _candidates(x, x, mesh, dhat, cull, near)
 
 
-def find_candidates_padded(x: np.ndarray, mesh: CollisionMesh, vpad: np.ndarray) -> Candidates:
+def find_candidates_padded(x: np.ndarray, mesh: CollisionMesh, vpad: np.ndarray, x1=None) -> Candidates:
     """Point-triangle and edge-edge pairs whose boxes at x, inflated by the offsets + vpad of the element's
     first vertex (m, per vertex: e.g. (dhat + a skin of the vertex's body) / 2) overlap. Superset of every
-    pair (a, b) whose distance less the offsets is below vpad(a) + vpad(b)."""
+    pair (a, b) whose distance less the offsets is below vpad(a) + vpad(b). x1 (n, 3) or None: the boxes
+    enclose the element at x and at x1 (swept boxes of the straight move x -> x1), so the pairs hold every
+    pair closer than vpad(a) + vpad(b) at any point of the move."""
     x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
+    x1 = x if x1 is None else np.ascontiguousarray(x1, dtype=np.float64).reshape(-1, 3)
     vpad = np.ascontiguousarray(vpad, dtype=np.float64)
     pads = (vpad, np.ascontiguousarray(vpad[mesh.faces[:, 0]]) if mesh.faces.shape[0] else np.zeros(0),
             np.ascontiguousarray(vpad[mesh.edges[:, 0]]) if mesh.edges.shape[0] else np.zeros(0))
     with threads_for(mesh.n_verts + mesh.edges.shape[0]):
-        (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x, x, mesh, pads, CULL)
+        (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x, x1, mesh, pads, CULL)
         filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
         pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi)
         ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei)
     return Candidates(pt, ee)
+
+
+@njit(cache=True, fastmath=False)
+def within_boxes(x, lo, hi, vertex_body, half):
+    """True when every vertex v of x (n, 3) lies in its box [lo[v], hi[v]] (n, 3) grown by half[b] (m) on every
+    side, b = vertex_body[v] (the Verlet list's validity test, contact/terms.py CandidateList)."""
+    for v in range(x.shape[0]):
+        h = half[vertex_body[v]]
+        for a in range(3):
+            if x[v, a] < lo[v, a] - h or x[v, a] > hi[v, a] + h:
+                return False
+    return True
+
+
+@njit(cache=True, fastmath=False)
+def exit_time(x, p, lo, hi, vertex_body, half):
+    """Largest t in [0, 1] such that every vertex of x + t p (x, p (n, 3), m) stays in its box [lo, hi] grown by
+    half[b] (m) (b its body; within_boxes); 0 when x is not in them."""
+    t = 1.0
+    for v in range(x.shape[0]):
+        h = half[vertex_body[v]]
+        for a in range(3):
+            lo_ = lo[v, a] - h
+            hi_ = hi[v, a] + h
+            xv = x[v, a]
+            if xv < lo_ or xv > hi_:
+                return 0.0
+            pv = p[v, a]
+            if pv > 0.0:
+                tv = (hi_ - xv) / pv
+                if tv < t:
+                    t = tv
+            elif pv < 0.0:
+                tv = (lo_ - xv) / pv
+                if tv < t:
+                    t = tv
+    return t
 
 
 @njit(cache=True, fastmath=False)

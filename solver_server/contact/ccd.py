@@ -236,3 +236,70 @@ def max_step_size(x: np.ndarray, p: np.ndarray, mesh: CollisionMesh, dhat: float
         alpha = _min_toi_sweep(x, p, vlo, vhi, flo, fhi, 0, *args, 1.0, int(max_iter), vi, fi)
         alpha = _min_toi_sweep(x, p, elo, ehi, elo, ehi, 1, *args, alpha, int(max_iter), ei, ei)
     return float(min(1.0, alpha))
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _min_toi_pairs(x, p, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta, t_start, max_iter):
+    """Smallest ACCD time of impact (in [0, t_start]) over the candidate pairs (rows of pairs, mode 0:
+    vertex-face, 1: edge-edge) along x -> x + p (m). A pair whose two primitives' swept boxes (over x and
+    x + p) are further apart on an axis than its summed contact offset cannot meet and is skipped (the pairs
+    the full sweep, _min_toi_sweep, never tests). Each chunk passes its running minimum as the next pair's time
+    bound; the minimum itself does not depend on the chunking (ACCD returns min(its time, bound))."""
+    m = pairs.shape[0]
+    if m == 0:
+        return t_start
+    nch = _chunk_count(m)
+    best = np.full(nch, t_start)
+    for ch in prange(nch):
+        tcur = t_start
+        X0 = np.empty(12)
+        P = np.empty(12)
+        ids = np.empty(4, dtype=np.int64)
+        for k in range(ch * m // nch, (ch + 1) * m // nch):
+            off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset,
+                          ids)
+            if not gather_motion(x, p, ids, X0, P):
+                continue
+            far = False
+            na = 2 if mode == 1 else 1
+            for a in range(3):
+                alo = np.inf
+                ahi = -np.inf
+                blo = np.inf
+                bhi = -np.inf
+                for i in range(4):
+                    u = X0[3 * i + a]
+                    w = u + P[3 * i + a]
+                    if i < na:
+                        alo = min(alo, u, w)
+                        ahi = max(ahi, u, w)
+                    else:
+                        blo = min(blo, u, w)
+                        bhi = max(bhi, u, w)
+                if blo - ahi > off or alo - bhi > off:
+                    far = True
+                    break
+            if far:
+                continue
+            toi = accd_pair(X0, P, mode == 1, off, eta, tcur, max_iter)
+            if toi < tcur:
+                tcur = toi
+        best[ch] = tcur
+    return best.min()
+
+
+def max_step_candidates(x: np.ndarray, p: np.ndarray, cands, mesh: CollisionMesh, eta: float = 0.1,
+                        max_iter: int = DEFAULT_MAX_ITER) -> float:
+    """max_step_size over the candidate pairs cands only: the same bound when cands hold every pair that can
+    come within dhat anywhere on x -> x + p (a Verlet list valid on the segment, contact/terms.py CandidateList),
+    as every pair that can reach contact distance 0 is among them. x, p (n, 3) m."""
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 3)
+    p = np.ascontiguousarray(p, dtype=np.float64).reshape(-1, 3)
+    m = mesh
+    pt = np.ascontiguousarray(np.asarray(cands.pt).reshape(-1, 2), np.int64)
+    ee = np.ascontiguousarray(np.asarray(cands.ee).reshape(-1, 2), np.int64)
+    with threads_for(pt.shape[0] + ee.shape[0]):
+        args = (m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset, float(eta))
+        alpha = _min_toi_pairs(x, p, pt, 0, *args, 1.0, int(max_iter))
+        alpha = _min_toi_pairs(x, p, ee, 1, *args, alpha, int(max_iter))
+    return float(min(1.0, alpha))

@@ -23,6 +23,7 @@ from .distance import stencil_grad_hess, KIND_PP, KIND_PE
 from .mesh import CollisionMesh
 from .mollifier import mollifier, cross_norm2_grad_hess
 from .pairs import pair_set, contact_distances, local_positions
+from .ccd import box_gap
 from solver_server.threads import ordered_sum, threads_for
 
 
@@ -68,6 +69,19 @@ def pair_barrier(X, stencil, is_ee, off, epsx, dhat, g, H, want_grad, want_hess)
     return m * b
 
 
+FAR_MARGIN = 1.0e-9   # x dhat: a pair whose boxes are further apart than (1 + this) dhat + its offset is inactive
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def far_apart(X, is_ee, off, dhat):
+    """True when the axis-aligned boxes of the pair's two primitives (slot positions X (12,), m) are further apart
+    than dhat (1 + FAR_MARGIN) + off: its contact distance is then >= dhat for sure (the box gap is a lower bound
+    of the distance; the margin covers the round-off of both), so its barrier, gradient and Hessian are exactly
+    0 and it is inactive. About ten flops instead of the closest-feature stencil: most of a Verlet list's
+    candidates (contact/terms.py CandidateList) are such pairs."""
+    return box_gap(X, is_ee) - off > dhat * (1.0 + FAR_MARGIN)
+
+
 @njit(cache=True, fastmath=False, inline="always")
 def _chunks(n):
     """Number of work chunks for a prange over n items (scratch arrays are allocated per chunk)."""
@@ -86,6 +100,8 @@ def _energy(x, ids, is_ee, off, epsx, dhat):
             for i in range(4):
                 for a in range(3):
                     X[3 * i + a] = x[ids[k, i], a]
+            if far_apart(X, is_ee[k], off[k], dhat):
+                continue
             acc += pair_energy(X, is_ee[k], off[k], epsx[k], dhat)
         e[ch] = acc
     return ordered_sum(e)
@@ -99,6 +115,8 @@ def _classify(x, ids, is_ee, off, epsx, dhat):
     ns = np.zeros(K, dtype=np.int8)
     for k in prange(K):
         X = local_positions(x, ids, k)
+        if far_apart(X, is_ee[k], off[k], dhat):
+            continue
         kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
         if math.sqrt(d2) - off[k] < dhat:
             if is_ee[k] and cross_norm2_value(X) < epsx[k]:

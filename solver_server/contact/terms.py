@@ -22,20 +22,23 @@ EPS_V = 1.0e-4  # m/s, friction static/dynamic transition speed: static contacts
 
 SKIN = 1.0        # Verlet skin of the Newton iterations' candidate list on scenes of affine bodies, in dhat (0: off)
 SKIN_AHEAD = 1.5  # a body's skin when the list is rebuilt for a segment: SKIN dhat + 2 x this x its motion on it
-SKIN_MAX = 4.0    # dhat: a segment on which a body moves further than this skin allows gets a swept broad phase
+SKIN_MAX = 4.0    # dhat: the largest skin a body gets when the list is rebuilt for a segment
 
 
 class CandidateList:
     """The contact candidates of one time step's Newton iterations, reused while nothing moved far (a Verlet
-    list with a skin per body). Built at x_b with every element's box inflated by (dhat + s_b) / 2 (s_b the
-    skin of its body b), it holds every pair (of bodies a, b) closer than dhat + (s_a + s_b) / 2 at x_b; at any
-    x where every body's vertices are within s_b / 2 of x_b (and on any segment whose two ends are), it then
-    holds every pair closer than dhat, i.e. the barrier, its derivatives and the active set are those of a
-    fresh broad phase (the same pairs with s < dhat; pairs beyond dhat add exactly 0). Outside, it is rebuilt:
-    at a point with s_b = SKIN dhat; for a segment x0 -> x1 at x0 with s_b = SKIN dhat + 2 SKIN_AHEAD D_b, D_b
-    the body's largest vertex motion on the segment (a falling body gets a wide skin, a resting one a thin
-    one, so a step's later iterations reuse the list). One list per step (TimeStepper.step), so a bake
-    resumed at any frame builds the same lists at the same iterates (issue 23's determinism)."""
+    list with a skin per body). Built for a straight move x0 -> x1 (x1 = x0 for a point) with every element's
+    swept box (enclosing it at x0 and at x1) inflated by (dhat + s_b) / 2 (s_b the skin of its body b), it holds
+    every pair closer than dhat at any x whose every vertex v lies in its own swept box [min(x0_v, x1_v),
+    max(x0_v, x1_v)] grown by s_b / 2 on every side (there each element's box inflated by dhat / 2 lies in its
+    inflated swept box; two elements closer than dhat have overlapping dhat / 2 boxes), and on any segment whose
+    two ends are such points (the grown boxes are convex): the barrier, its derivatives, the active set and the
+    CCD of such a segment (a pair reaching distance 0 is closer than dhat) are those of a fresh broad phase.
+    Outside, it is rebuilt: at a point with s_b = SKIN dhat; for a segment x0 -> x1 over the segment's swept
+    boxes with s_b = min(SKIN dhat + 2 SKIN_AHEAD D_b, SKIN_MAX dhat), D_b the body's largest vertex motion on
+    the segment (a falling body gets a wider skin, a resting one a thin one, so a step's later iterations reuse
+    the list). One list per step (TimeStepper.step), so a bake resumed at any frame builds the same lists at the
+    same iterates (issue 23's determinism)."""
 
     def __init__(self, contact: "ContactTerms", skin: float):
         self.ct = contact
@@ -43,40 +46,50 @@ class CandidateList:
         m = contact.mesh
         self.vb = np.ascontiguousarray(m.vertex_body, np.int32)
         self.nb = int(m.body_friction.shape[0])
-        self.xb = None
+        self.lo = None
+        self.hi = None
         self.sb = None
         self.cands = None
         self.builds = 0
 
     def _within(self, x: np.ndarray) -> bool:
-        d = self.ct.C.broad_phase.body_displacements(x, self.xb, self.vb, self.nb)
-        return bool((d <= 0.5 * self.sb).all())
+        return bool(self.ct.C.broad_phase.within_boxes(x, self.lo, self.hi, self.vb, 0.5 * self.sb))
 
-    def _build(self, x: np.ndarray, sb: np.ndarray):
-        self.xb = np.array(x)
+    def _build(self, x0: np.ndarray, x1: np.ndarray, sb: np.ndarray):
+        self.lo = np.minimum(x0, x1)
+        self.hi = np.maximum(x0, x1)
         self.sb = sb
         vpad = 0.5 * (self.ct.dhat + sb[self.vb])
-        self.cands = self.ct._filtered(self.ct.C.broad_phase.find_candidates_padded(self.xb, self.ct.mesh, vpad))
+        self.cands = self.ct._filtered(self.ct.C.broad_phase.find_candidates_padded(
+            x0, self.ct.mesh, vpad, None if x1 is x0 else x1))
         self.builds += 1
         return self.cands
 
     def at(self, x: np.ndarray):
         """Candidates valid at x (every pair with s < dhat among them)."""
         x = np.ascontiguousarray(x, np.float64).reshape(-1, 3)
-        if self.xb is not None and self._within(x):
+        if self.lo is not None and self._within(x):
             return self.cands
-        return self._build(x, np.full(self.nb, self.skin))
+        return self._build(x, x, np.full(self.nb, self.skin))
+
+    def reach(self, x: np.ndarray, p: np.ndarray) -> float:
+        """Largest fraction t in [0, 1] of the move p (n, 3) from x on which the list stays valid (every vertex of
+        x + t p within its grown box), shrunk by 1e-9 for round-off; 0 without a list or when x is outside it."""
+        if self.lo is None:
+            return 0.0
+        t = float(self.ct.C.broad_phase.exit_time(np.ascontiguousarray(x, np.float64).reshape(-1, 3),
+                                                  np.ascontiguousarray(p, np.float64).reshape(-1, 3),
+                                                  self.lo, self.hi, self.vb, 0.5 * self.sb))
+        return 1.0 if t >= 1.0 else t * (1.0 - 1e-9)
 
     def segment(self, x0: np.ndarray, x1: np.ndarray):
         """Candidates valid on the whole straight segment x0 -> x1."""
         x0 = np.ascontiguousarray(x0, np.float64).reshape(-1, 3)
         x1 = np.ascontiguousarray(x1, np.float64).reshape(-1, 3)
-        if self.xb is not None and self._within(x0) and self._within(x1):
+        if self.lo is not None and self._within(x0) and self._within(x1):
             return self.cands
         D = self.ct.C.broad_phase.body_displacements(x1, x0, self.vb, self.nb)
-        if 2.0 * D.max() > SKIN_MAX * self.ct.dhat:
-            return self.ct.candidates_swept(x0, x1)
-        return self._build(x0, np.minimum(self.skin + 2.0 * SKIN_AHEAD * D, SKIN_MAX * self.ct.dhat))
+        return self._build(x0, x1, np.minimum(self.skin + 2.0 * SKIN_AHEAD * D, SKIN_MAX * self.ct.dhat))
 
 
 class ContactTerms:
@@ -113,8 +126,17 @@ class ContactTerms:
 
     # --- barrier -------------------------------------------------------------------------------
     def candidates(self, x: np.ndarray, near: Optional[np.ndarray] = None):
-        """Candidate pairs at x (near (n,) bool: only those with a vertex in the mask)."""
-        return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat, near=near))
+        """Candidate pairs at x (near (n,) bool: only those with a vertex in the mask). Those of the last x asked
+        without a mask are kept: a step's end (its contact count) and the next step's start (its friction pairs)
+        are the same positions, bit for bit, and the same pairs."""
+        if near is not None:
+            return self._filtered(self.C.find_candidates(x, self.mesh, self.dhat, near=near))
+        c = getattr(self, "_cand_cache", None)
+        if c is not None and c[0].shape == np.shape(x) and np.array_equal(c[0], x):
+            return c[1]
+        cands = self._filtered(self.C.find_candidates(x, self.mesh, self.dhat))
+        self._cand_cache = (np.array(x), cands)
+        return cands
 
     def candidates_swept(self, x0: np.ndarray, x1: np.ndarray, near: Optional[np.ndarray] = None,
                          dhat: Optional[float] = None):
@@ -152,6 +174,13 @@ class ContactTerms:
             from solver_server.contact.exclusions import max_step_excluding
             return max_step_excluding(x, p, self.mesh, self.excluded)
         return float(self.C.max_step_size(x, p, self.mesh, self.dhat, near=near))
+
+    def max_step_on(self, x: np.ndarray, p: np.ndarray, cands) -> float:
+        """max_step over the candidate pairs cands alone, which must hold every pair that can come within dhat
+        on x -> x + p (a CandidateList's segment candidates): the CCD of those pairs only (contact/ccd.py
+        max_step_candidates), no broad phase."""
+        from solver_server.contact.ccd import max_step_candidates
+        return max_step_candidates(x, p, cands, self.mesh)
 
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
     def friction_setup(self, x: np.ndarray, cands) -> None:

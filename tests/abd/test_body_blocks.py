@@ -160,7 +160,8 @@ def test_candidate_list_holds_every_active_pair_while_within_the_skin():
 def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it():
     """A segment on which one body moves far (1.5 mm, the others 0.1 mm): the list rebuilt for it (that body's
     skin widened) has the active pairs of a fresh broad phase all along the segment, and the next points
-    within the skins reuse it; a body moving further than SKIN_MAX allows gets the swept broad phase."""
+    within the skins reuse it; a body moving further than SKIN_MAX allows gets a list over the segment's swept boxes,
+    which holds every active pair along that segment too."""
     from solver_server.contact.terms import CandidateList
     run = Run(_scene(5))
     run.advance(5)
@@ -182,7 +183,8 @@ def test_candidate_list_rebuilt_for_a_segment_holds_every_active_pair_along_it()
     assert cl.segment(x0 + 0.5 * (x1 - x0), x1) is c and cl.at(x1) is c and cl.builds == 2
     x2 = x0 + 3.0 * (x1 - x0)
     c2 = cl.segment(x0, x2)
-    assert cl.builds == 2 and c2 is not c
+    assert cl.builds == 3 and c2 is not c
+    assert cl.segment(x0 + 0.5 * (x2 - x0), x2) is c2 and cl.at(x0 + 0.25 * (x2 - x0)) is c2
     for t in (0.0, 0.5, 1.0):
         x = x0 + t * (x2 - x0)
         assert _pairs_within(ct, x, c2) == _pairs_within(ct, x, ct.candidates(x))
@@ -205,3 +207,34 @@ def test_bake_with_candidate_list_matches_broad_phase_per_query():
         TimeStepper.VERLET_SKIN = old
     assert its[0] == its[1]
     assert np.abs(zs[0] - zs[1]).max() < 1e-9
+
+
+def test_ccd_on_the_candidate_list_equals_the_full_sweep():
+    """Newton's CCD bound on scenes of affine bodies reads the step's candidate list (contact/ccd.py
+    max_step_candidates over CandidateList.segment's pairs): the same bound as the swept broad phase and CCD of
+    every element (max_step_size), on moves that stop short of contact, cross it, and reuse a list."""
+    from solver_server.contact.ccd import max_step_candidates, max_step_size
+    from solver_server.contact.terms import CandidateList
+    run = Run(_scene(5, cloth=False))
+    run.advance(5)
+    ct = run.b.contact
+    x0 = np.ascontiguousarray(run.x)
+    vb = ct.mesh.vertex_body
+    static = np.asarray(ct.mesh.body_static, bool)
+    rng = np.random.default_rng(3)
+    cl = CandidateList(ct, ct.dhat)
+    seen = set()
+    for scale in (1e-5, 1e-4, 1e-3, 3e-3, 1e-2, 3e-2):
+        move = rng.normal(size=(int(vb.max()) + 1, 3)) * scale
+        move[static] = 0.0
+        p = move[vb] + 0.05 * scale * rng.normal(size=x0.shape) * ~static[vb][:, None]
+        c = cl.segment(x0, x0 + p)
+        a_full = max_step_size(x0, p, ct.mesh, ct.dhat)
+        a_list = max_step_candidates(x0, p, c, ct.mesh)
+        assert a_list == a_full
+        seen.add(a_full < 1.0)
+        # a shorter step on the same segment reuses the list and the bound scales
+        c2 = cl.segment(x0, x0 + 0.5 * p)
+        assert c2 is c
+        assert max_step_candidates(x0, 0.5 * p, c2, ct.mesh) == max_step_size(x0, 0.5 * p, ct.mesh, ct.dhat)
+    assert seen == {True, False}

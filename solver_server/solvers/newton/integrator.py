@@ -383,9 +383,26 @@ class IncrementalPotential:
         return np.asarray(self.contact.mesh.body_static, bool)
 
     def max_step(self, x: np.ndarray, p: np.ndarray) -> float:
+        """CCD bound of the step x -> x + p. With the step's candidate list (affine bodies only), the CCD of the
+        list's pairs for this segment (CandidateList.segment: every pair that can come within dhat on it, the
+        same set line_search_energy then reads for x + a p, a <= 1), else a swept broad phase and CCD."""
         a = 1.0
         if self.contact is not None:
-            a = min(a, self.contact.max_step(self.D.to_x(x), self.D.to_x(p)))
+            xs = self.D.to_x(x)
+            ps = self.D.to_x(p)
+            if self._cl is not None and self.contact.excluded is None:
+                # the part of the step inside the present list first: an impact there bounds the step without a
+                # new broad phase (a Newton step cut short by CCD mostly is); when that part is clear, the list
+                # is rebuilt for the whole segment
+                t_in = self._cl.reach(xs, ps)
+                if 0.0 < t_in < 1.0:
+                    a_in = self.contact.max_step_on(xs, t_in * ps, self._cl.cands)
+                    if a_in < 1.0:
+                        return min(a, a_in * t_in)
+                cands = self._cl.segment(xs, self.D.to_x(x + p))
+                a = min(a, self.contact.max_step_on(xs, ps, cands))
+            else:
+                a = min(a, self.contact.max_step(xs, ps))
         return a
 
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
