@@ -145,6 +145,23 @@ def tangent_displacement(x, x_prev, ids, coef, T, k):
             T[k, 0, 1] * d0 + T[k, 1, 1] * d1 + T[k, 2, 1] * d2)
 
 
+@njit(cache=True, fastmath=False)
+def slip_reversals(x, x1, x_prev, ids, coef, T, eps):
+    """Number of pairs whose tangential slip u (m, from x_prev) changes branch of f0 on the straight move
+    x -> x1: turns back (u(x) . u(x1) < 0 with |u| >= eps (m) at either end) or crosses |u| = eps (sliding <->
+    sticking zone). Such a move leaves the branch that the exact Hessian at x describes (the friction kink,
+    docs/solver.md "The body step")."""
+    n = 0
+    for k in range(ids.shape[0]):
+        a0, a1 = tangent_displacement(x, x_prev, ids, coef, T, k)
+        b0, b1 = tangent_displacement(x1, x_prev, ids, coef, T, k)
+        ya = a0 * a0 + a1 * a1
+        yb = b0 * b0 + b1 * b1
+        if (a0 * b0 + a1 * b1 < 0.0 and max(ya, yb) >= eps * eps) or ((ya >= eps * eps) != (yb >= eps * eps)):
+            n += 1
+    return n
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _energy(x, x_prev, ids, coef, T, ml, eps):
     K = ids.shape[0]

@@ -219,6 +219,18 @@ class ContactTerms:
         return type(fs)(np.ascontiguousarray(fs.ids[k]), np.ascontiguousarray(fs.coef[k]),
                         np.ascontiguousarray(fs.T[k]), np.ascontiguousarray(fs.mu_lambda[k]))
 
+    def slip_reversals(self, x: np.ndarray, x1: np.ndarray, h: float) -> int:
+        """Frozen friction pairs whose slip changes branch of f0 on the move x -> x1 (vertex positions, m;
+        contact/friction.py slip_reversals)."""
+        if self.fs is None:
+            return 0
+        from solver_server.contact.friction import slip_reversals
+        fs = self.fs
+        return int(slip_reversals(np.ascontiguousarray(x, np.float64).reshape(-1, 3),
+                                  np.ascontiguousarray(x1, np.float64).reshape(-1, 3),
+                                  np.ascontiguousarray(self.x_prev, np.float64).reshape(-1, 3),
+                                  fs.ids, fs.coef, fs.T, EPS_V * h))
+
     def friction_energy(self, x: np.ndarray, h: float, fs=ALL_FRICTION) -> float:
         fs = self.fs if fs is ALL_FRICTION else fs
         if fs is None:
@@ -231,18 +243,20 @@ class ContactTerms:
             return None
         return self.C.friction_gradient(x, self.x_prev, fs, EPS_V * h)
 
-    def friction_hessian(self, x: np.ndarray, h: float, fs=ALL_FRICTION):
+    def friction_hessian(self, x: np.ndarray, h: float, fs=ALL_FRICTION, majorize: bool = True):
+        """majorize: False for the exact projected Hessian on every pair (f1' along the slip, no majorizer)."""
         fs = self.fs if fs is ALL_FRICTION else fs
         if fs is None:
             return None
-        return self.C.friction_hessian(x, self.x_prev, fs, EPS_V * h, majorize=self.majorize_v)
+        return self.C.friction_hessian(x, self.x_prev, fs, EPS_V * h, majorize=self.majorize_v if majorize else None)
 
-    def friction_hessian_bodies(self, x: np.ndarray, h: float, info):
-        """friction_hessian split as hessian_bodies; None without friction pairs."""
+    def friction_hessian_bodies(self, x: np.ndarray, h: float, info, majorize: bool = True):
+        """friction_hessian split as hessian_bodies; None without friction pairs (majorize: as friction_hessian)."""
         if self.fs is None:
             return None
         from solver_server.contact.body_blocks import friction_hessian_bodies
-        return friction_hessian_bodies(x, self.x_prev, self.fs, EPS_V * h, info, majorize=self.majorize_v)
+        return friction_hessian_bodies(x, self.x_prev, self.fs, EPS_V * h, info,
+                                       majorize=self.majorize_v if majorize else None)
 
     def count_intersections(self, x: np.ndarray) -> int:
         """Edge-triangle intersections of the collision surface at x (excluded pairs left out)."""

@@ -208,6 +208,17 @@ class IncrementalPotential:
                 g3[rows.ravel()] += h2 * gb.reshape(-1, 3)
         return g
 
+    exact_friction = False
+    """True: the friction Hessian without the stiff-body majorizer (contact/friction.py friction_hessian), the exact
+    projected one; Newton sets it once the step residual has converged when newton.EXACT_TAIL is on."""
+
+    def slip_reversals(self, x: np.ndarray, p: np.ndarray) -> int:
+        """Friction pairs whose slip the step p (DOF rows, m) moves to another branch of f0 (contact/friction.py
+        slip_reversals; 0 without friction)."""
+        if self.contact is None or self.contact.fs is None:
+            return 0
+        return self.contact.slip_reversals(self.D.to_x(x), self.D.to_x(x + p), self.h)
+
     def _barrier_derivs(self, x: np.ndarray, xs: np.ndarray):
         """contact.derivatives_bodies at x (the barrier's gradient and Hessian in one pass), kept for the
         hessian(x) that follows gradient(x) at the same iterate."""
@@ -246,7 +257,7 @@ class IncrementalPotential:
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
             if len(rb):
                 H = H + free_block(rb, cb, h2 * np.asarray(vb), self.dof_map, nf)
-            fh = self.contact.friction_hessian(xs, self.h)
+            fh = self.contact.friction_hessian(xs, self.h, majorize=not self.exact_friction)
             if fh is not None and len(fh[0]):
                 fr, fc, fv = self.D.pull_coo(*fh)
                 H = H + free_block(fr, fc, h2 * np.asarray(fv), self.dof_map, nf)
@@ -257,7 +268,7 @@ class IncrementalPotential:
         body blocks (contact/body_blocks.py), the others pulled from vertex triplets as before."""
         h2 = self.h * self.h
         parts = [self._barrier_derivs(x, xs)[2:]]
-        fh = self.contact.friction_hessian_bodies(xs, self.h, self._body_info)
+        fh = self.contact.friction_hessian_bodies(xs, self.h, self._body_info, majorize=not self.exact_friction)
         if fh is not None:
             parts.append(fh)
         rows, cols, vals = [], [], []
