@@ -36,6 +36,7 @@ only when the true Newton step at the returned x passes it (docs/solver.md, "Loc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def _region(H, pf: np.ndarray, h: float, tol: float):
     return np.nonzero(np.repeat(v, 3))[0]
 
 
-def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float, solver: LinearSolver = None):
+def local_refine(obj, x: np.ndarray, R: np.ndarray, h: float, tol: float, solver: Optional[LinearSolver] = None):
     """Projected Newton on the subproblem min E(x) over the free DOFs R (indices into obj.free_dofs), every
     other DOF held: the exact R x R block of the projected Hessian (obj.region_hessian, or the whole
     Hessian sliced), a sparse Cholesky of that block, the same CCD bound, validity filter and energy
