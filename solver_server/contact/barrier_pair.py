@@ -222,6 +222,54 @@ def _reconstruct(B, K, k, slots, ns, T, Hloc):
 
 
 @njit(cache=True, fastmath=False)
+def pair_gauss_newton(X, is_ee, off, epsx, dhat, sc):
+    """Energy, gradient and Gauss-Newton Hessian weight of one pair at slot positions X (12,) (unit stiffness).
+
+    The barrier's exact Hessian is b''(s) grad s grad s^T + b'(s) hess s; the second term has the scale
+    b'(s) / L (L: the stencil's size) against b''(s) ~ b'(s) / s of the first, so near contact (s << L) it is a
+    small correction, and it is the indefinite one (a point-triangle pair's Hessian has two negative
+    eigenvalues: the projected Newton path spends a small eigen-solve per pair on clamping them). The
+    Gauss-Newton Hessian keeps the first term only: H = w y y^T with y = c (x) r (grad s = y / d) and
+    w = b''(s) / d^2 >= 0, PSD by construction, rank one, no eigen-solve (GIPC, Huang et al. 2024, use a
+    Gauss-Newton barrier Hessian for the same reason). The gradient is exact, so a Newton step with it converges
+    to the same point; only the model between iterations differs.
+
+    Writes the gradient (b'(s) / d) y into sc.grad, c into sc.coef, r into sc.diff and the involved slots (those
+    with c_i != 0 by the stencil's kind, as pair_terms) into sc.slots[:ns]. Returns (energy, b'(s) / d, w, ns):
+    ns 0 when inactive (s >= dhat), -1 for a mollified edge-edge pair (nearly parallel edges, whose energy
+    m(c) b(s) is not of this form: the caller takes pair_terms for it), else the number of involved slots."""
+    g, c, dc, sv, r, slots = sc.grad, sc.coef, sc.dirs, sc.span, sc.diff, sc.slots
+    kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee)
+    d = math.sqrt(d2)
+    s = d - off
+    if s >= dhat:
+        return 0.0, 0.0, 0.0, 0
+    if is_ee:
+        if cross_norm2_value(X) < epsx:
+            return 0.0, 0.0, 0.0, -1
+    stencil_closest_into(X, kind, i0, i1, i2, i3, c, r, dc, sv)
+    b1 = barrier_first_derivative(s, dhat)
+    wg = b1 / d
+    for i in range(4):
+        for a in range(3):
+            g[3 * i + a] = wg * c[i] * r[a]
+    if kind == KIND_PP:
+        ns = 2
+        slots[0] = i0
+        slots[1] = i1
+    elif kind == KIND_PE:
+        ns = 3
+        slots[0] = i0
+        slots[1] = i1
+        slots[2] = i2
+    else:
+        ns = 4
+        for i in range(4):
+            slots[i] = i
+    return barrier(s, dhat), wg, barrier_second_derivative(s, dhat) / d2, ns
+
+
+@njit(cache=True, fastmath=False)
 def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
     """Energy m b(s), gradient and Hessian of one pair at slot positions X (12,) (unit stiffness).
 

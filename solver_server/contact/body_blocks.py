@@ -27,11 +27,13 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .barrier_pair import new_scratch, pair_terms
+from .barrier_pair import new_scratch, pair_gauss_newton, pair_terms
 from .block_assembly import sum_blocks
 from .friction import friction_block, _xs, _block_layout, _hessian_blocks
 from .potential import _prep, _layout, _pair_terms_all, _scatter_gradient
 from solver_server.threads import threads_for
+
+BARRIER_GAUSS_NEWTON = True  # body-space pairs take the Gauss-Newton barrier Hessian (barrier_pair.pair_gauss_newton)
 
 
 @njit(cache=True, fastmath=False)
@@ -130,11 +132,63 @@ def _reduce_slots(H, ns, slot_v, nd, W, Tm, out, g):
                         out[g, bi, r, c] += wi * Tm[u, n, a, c]
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _gauss_newton_blocks(c, r, wg, w, ids, k, grp, wts, mode, P, cw, out, gout, g):
+    """Add pair k's gradient wg y and Gauss-Newton Hessian w y y^T (y = c (x) r) to group g's body rows and blocks:
+    body n's rows get wg cw_n (x) r, block (n0, n1) gets w (cw_n0 cw_n1^T) (x) (r r^T) (see barrier_group_blocks)."""
+    has0 = False
+    has1 = False
+    for n in range(2):
+        for i in range(4):
+            cw[n, i] = 0.0
+    for u in range(4):
+        cu = c[u]
+        v = ids[k, u]
+        if cu == 0.0 or mode[v] == 2:
+            continue
+        n = 0 if grp[v] == P else 1
+        if n == 0:
+            has0 = True
+        else:
+            has1 = True
+        for i in range(4):
+            cw[n, i] += cu * wts[v, i]
+    for n in range(2):
+        if (n == 0 and not has0) or (n == 1 and not has1):
+            continue
+        for i in range(4):
+            for a in range(3):
+                gout[g, n, 3 * i + a] += wg * cw[n, i] * r[a]
+    for n0 in range(2):
+        if (n0 == 0 and not has0) or (n0 == 1 and not has1):
+            continue
+        for n1 in range(n0, 2):
+            if n1 == 1 and not has1:
+                continue
+            bi = n0 + n1
+            for i in range(4):
+                ci = w * cw[n0, i]
+                if ci == 0.0:
+                    continue
+                for j in range(4):
+                    cij = ci * cw[n1, j]
+                    if cij == 0.0:
+                        continue
+                    for a in range(3):
+                        ra = cij * r[a]
+                        for b in range(3):
+                            out[g, bi, 3 * i + a, 3 * j + b] += ra * r[b]
+
+
 @njit(cache=True, fastmath=False, parallel=True)
-def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp, wts, mode, project):
+def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp, wts, mode, project, gauss_newton):
     """Per body-pair group g: the blocks (P, P), (P, Q), (Q, Q) (unit stiffness, (ng, 3, 12, 12)) of the barrier
     Hessians (PSD-projected per pair when project) of the pairs pairs[gstart[g]:gstart[g+1]], and their
-    gradients on the two bodies' rows (ng, 2, 12) (row 3 i + a: body row i, coordinate a)."""
+    gradients on the two bodies' rows (ng, 2, 12) (row 3 i + a: body row i, coordinate a).
+
+    gauss_newton: every pair but the mollified edge-edge ones takes the Gauss-Newton Hessian w y y^T
+    (barrier_pair.pair_gauss_newton). With y = c (x) r its body blocks are (cw_n0 cw_n1^T) (x) (w r r^T),
+    cw_n = sum_{slots i on body n} c_i w_i (4,): ~300 multiply-adds a pair, no slot Hessian, no eigen-solve."""
     ng = gstart.shape[0] - 1
     out = np.zeros((ng, 3, 12, 12))
     gout = np.zeros((ng, 2, 12))
@@ -144,12 +198,20 @@ def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp,
         Tm = np.empty((4, 2, 3, 12))
         W = np.zeros((4, 4))
         nd = np.empty(4, np.int64)
+        cw = np.empty((2, 4))
         P = gP[g]
         for t in range(gstart[g], gstart[g + 1]):
             k = pairs[t]
             for i in range(4):
                 for a in range(3):
                     X[3 * i + a] = x[ids[k, i], a]
+            if gauss_newton:
+                e, wg, w, ns = pair_gauss_newton(X, is_ee[k], off[k], epsx[k], dhat, sc)
+                if ns == 0:
+                    continue
+                if ns > 0:
+                    _gauss_newton_blocks(sc.coef, sc.diff, wg, w, ids, k, grp, wts, mode, P, cw, out, gout, g)
+                    continue
             e, ns = pair_terms(X, is_ee[k], off[k], epsx[k], dhat, True, project, sc)
             if ns == 0:
                 continue
@@ -333,7 +395,8 @@ def barrier_derivatives_bodies(x: np.ndarray, cands, mesh, dhat: float, kappa: f
         blocks = empty_b
         if srt.size:
             out, gout = barrier_group_blocks(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat), srt, gstart, gP,
-                                             info.grp, info.wts, info.mode, bool(project_psd))
+                                             info.grp, info.wts, info.mode, bool(project_psd),
+                                             bool(project_psd) and BARRIER_GAUSS_NEWTON)
             blocks = reduce_groups(out, gP, gQ, info.G, float(kappa))
             gb = reduce_group_gradient(gout, gP, gQ, info.G, float(kappa))
         fb = key == -1

@@ -1,12 +1,21 @@
 """Contact and friction Hessians assembled straight into the affine bodies' 12 x 12 blocks
 (contact/body_blocks.py, IncrementalPotential.BODY_BLOCKS) against the vertex path (every pair's vertex blocks
 summed, then DofMap.pull_coo): the same Newton matrix to round-off on a scene with body-body, body-ground and
-body-cloth pairs (the cloth's pairs take the vertex path), and a bake that ends at the same positions."""
+body-cloth pairs (the cloth's pairs take the vertex path), and a bake that ends at the same positions. The
+comparisons with the vertex path run with the per-pair projected Hessian (BARRIER_GAUSS_NEWTON off, what the
+vertex path assembles); the Gauss-Newton body blocks are checked against a dense J^T H J of the reference pair
+Hessians."""
 import numpy as np
 import pytest
 
 from protocol.scene import Body, Material
+import solver_server.contact.body_blocks as BB
+from solver_server.contact.barrier import barrier_first_derivative, barrier_second_derivative
+from solver_server.contact.barrier_pair import cross_norm2_value, pair_stencil_local
 from solver_server.contact.body_blocks import friction_hessian_bodies, barrier_hessian_bodies
+from solver_server.contact.pairs import pair_set
+from solver_server.contact.potential import pair_barrier
+from solver_server.contact.psd import project_psd
 from solver_server.model.primitives import grid_sheet
 from solver_server.solvers.newton.integrator import IncrementalPotential
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
@@ -44,7 +53,8 @@ def _potential(run, body_blocks):
     return ip
 
 
-def test_body_blocks_equal_vertex_path():
+def test_body_blocks_equal_vertex_path(monkeypatch):
+    monkeypatch.setattr(BB, "BARRIER_GAUSS_NEWTON", False)
     run = Run(_scene(6))
     run.advance(6)
     ref = _potential(run, False)
@@ -76,6 +86,7 @@ def test_bake_with_body_blocks_matches_vertex_path(monkeypatch):
     two assemblies, so its choices (and the iteration counts: [17, 27, 13, 16] vs [17, 29, 13, 17]) may differ."""
     from solver_server.solvers.newton import newton as NW
     monkeypatch.setattr(NW, "BODY_STEP", False)
+    monkeypatch.setattr(BB, "BARRIER_GAUSS_NEWTON", False)
     old = IncrementalPotential.BODY_BLOCKS
     zs = []
     its = []
@@ -90,6 +101,55 @@ def test_bake_with_body_blocks_matches_vertex_path(monkeypatch):
         IncrementalPotential.BODY_BLOCKS = old
     assert its[0] == its[1]
     assert np.abs(zs[0] - zs[1]).max() < 1e-9
+
+
+def test_gauss_newton_body_blocks_equal_dense_reference():
+    """With BARRIER_GAUSS_NEWTON (the default) every body-space pair's Hessian is b''(s) grad s grad s^T (a mollified
+    edge-edge pair keeps its projected exact Hessian): the blocks equal J^T H J summed densely over the reference
+    pair Hessians (potential.pair_barrier, FD-checked), J the slots' weights over their bodies' rows; the
+    gradient is the exact one either way."""
+    assert BB.BARRIER_GAUSS_NEWTON
+    run = Run(_scene(6, cloth=False))
+    run.advance(6)
+    ip = _potential(run, True)
+    ct, info, xs = run.b.contact, ip._body_info, np.ascontiguousarray(run.s.dof_map.to_x(run.b.stepper.x))
+    (rv, _, _), (blk, ga, gb) = barrier_hessian_bodies(xs, ip.cands, ct.mesh, ct.dhat, 1.0, info)
+    assert len(blk) > 0 and (ga != gb).any()
+    G = info.G
+    got = np.zeros((12 * G, 12 * G))
+    for b_, P, Q in zip(blk, ga, gb):
+        got[12 * P:12 * P + 12, 12 * Q:12 * Q + 12] += b_
+    ps = pair_set(ip.cands, ct.mesh, xs)
+    ref = np.zeros_like(got)
+    n_body = n_moll = 0
+    for k in range(len(ps)):
+        X = xs[ps.ids[k]].ravel()
+        st = pair_stencil_local(X, ps.is_ee[k])
+        s = np.sqrt(st[5]) - ps.off[k]
+        v = ps.ids[k]
+        bodies = {int(info.grp[w]) for w in v if info.mode[w] == 1}
+        if s >= ct.dhat or not bodies or (info.mode[v] == 0).any() or len(bodies) > 2:
+            continue   # inactive, on fixed vertices only, or a vertex-path pair
+        g = np.zeros(12)
+        H = np.zeros((12, 12))
+        pair_barrier(X, st, ps.is_ee[k], ps.off[k], ps.epsx[k], ct.dhat, g, H, True, True)
+        if ps.is_ee[k] and cross_norm2_value(X) < ps.epsx[k]:
+            H = project_psd(H)
+            n_moll += 1
+        else:
+            gs = g / barrier_first_derivative(s, ct.dhat)
+            H = barrier_second_derivative(s, ct.dhat) * np.outer(gs, gs)
+        J = np.zeros((12, 12 * G))
+        for u in range(4):
+            if info.mode[v[u]] == 1:
+                for i in range(4):
+                    for a in range(3):
+                        J[3 * u + a, 12 * info.grp[v[u]] + 3 * i + a] = info.wts[v[u], i]
+        ref += J.T @ H @ J
+        n_body += 1
+    assert n_body > 100
+    assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+    assert np.linalg.eigvalsh(0.5 * (got + got.T)).min() >= -1e-10 * np.abs(got).max()
 
 
 def test_body_blocks_same_bytes_on_one_and_two_threads(monkeypatch):

@@ -8,7 +8,9 @@ import scipy.sparse as sp
 
 from solver_server.contact import (find_candidates, barrier_energy, barrier_gradient,
                                        barrier_hessian, barrier_derivatives)
-from solver_server.contact.barrier_pair import new_scratch, pair_terms, pair_stencil_local, cross_norm2_value
+from solver_server.contact.barrier import barrier_first_derivative, barrier_second_derivative
+from solver_server.contact.barrier_pair import (new_scratch, pair_gauss_newton, pair_terms, pair_stencil_local,
+                                                cross_norm2_value)
 from solver_server.contact.block_assembly import sum_blocks
 from solver_server.contact.distance import KIND_PP, KIND_PE, KIND_PT, KIND_EE
 from solver_server.contact.eigen_small import jacobi_eigh, tridiagonal_ql_eigh
@@ -68,6 +70,57 @@ def test_fast_pair_kernel_equals_reference_and_exact_projection():
         n_moll += bool(is_ee and cross_norm2_value(X) < epsx)
     assert {(0, KIND_PP), (0, KIND_PE), (0, KIND_PT), (1, KIND_PP), (1, KIND_PE), (1, KIND_EE)} <= kinds
     assert n_moll > 100   # the mollified (full 9-D) path ran
+
+
+def test_gauss_newton_pair_equals_the_reference_first_term_and_nears_the_exact_hessian_close_in():
+    """pair_gauss_newton: the exact gradient (the reference pair_barrier's) and the Hessian's first term
+    b''(s) grad s grad s^T (grad s = the reference gradient / b'(s)); mollified pairs are handed back (ns -1).
+    The dropped term b'(s) hess s is of relative size ~s / L: with the pair pushed to s = 1e-4 of its size, the
+    Gauss-Newton Hessian is within 1e-3 of the exact one (the approximation is for contact closer than the mesh
+    size, as between affine bodies' surfaces)."""
+    sc = new_scratch()
+    n_gn = n_moll = 0
+    for X, is_ee, off, epsx, dhat in _random_pairs(2000, 5):
+        st = pair_stencil_local(X, is_ee)
+        g = np.zeros(12)
+        H = np.zeros((12, 12))
+        e = pair_barrier(X, st, is_ee, off, epsx, dhat, g, H, True, True)
+        e2, wg, w, ns = pair_gauss_newton(X, is_ee, off, epsx, dhat, sc)
+        if is_ee and cross_norm2_value(X) < epsx:
+            assert ns == -1
+            n_moll += 1
+            continue
+        n_gn += 1
+        assert ns == {KIND_PP: 2, KIND_PE: 3}.get(st[0], 4)
+        assert abs(e2 - e) <= 1e-13 * abs(e)
+        assert np.abs(sc.grad - g).max() <= 1e-9 * np.abs(g).max()
+        s = np.sqrt(st[5]) - off
+        gs = g / barrier_first_derivative(s, dhat)
+        y = np.outer(sc.coef, sc.diff).ravel()
+        Hgn = w * np.outer(y, y)
+        ref = barrier_second_derivative(s, dhat) * np.outer(gs, gs)
+        assert np.abs(Hgn - ref).max() <= 1e-9 * np.abs(ref).max()
+        assert set(np.nonzero(np.abs(y) > 0)[0] // 3) <= set(sc.slots[:ns])
+    assert n_gn > 1000 and n_moll > 50
+    # close in: a point at s = q L above a triangle of size L, the relative gap between the two Hessians is O(q)
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        T = rng.normal(size=(3, 3)) * 0.01
+        nrm = np.cross(T[1] - T[0], T[2] - T[0])
+        nrm /= np.linalg.norm(nrm)
+        L = max(np.linalg.norm(T[1] - T[0]), np.linalg.norm(T[2] - T[0]), np.linalg.norm(T[2] - T[1]))
+        gap = []
+        for q in (1e-4, 1e-5):
+            X = np.concatenate([T.mean(0) + q * L * nrm, T.ravel()])
+            dhat = 10.0 * q * L
+            st = pair_stencil_local(X, 0)
+            g = np.zeros(12)
+            H = np.zeros((12, 12))
+            pair_barrier(X, st, 0, 0.0, 0.0, dhat, g, H, True, True)
+            _, _, w, ns = pair_gauss_newton(X, 0, 0.0, 0.0, dhat, sc)
+            y = np.outer(sc.coef, sc.diff).ravel()
+            gap.append(np.abs(w * np.outer(y, y) - H).max() / np.abs(H).max())
+        assert gap[0] <= 100.0 * 1e-4 and gap[1] <= 0.15 * gap[0]
 
 
 @pytest.mark.parametrize("solver", ["jacobi", "ql"])
