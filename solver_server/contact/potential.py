@@ -113,20 +113,25 @@ def _classify(x, ids, is_ee, off, epsx, dhat):
     (2 point-point, 3 point-edge, 4 otherwise and for mollified edge-edge pairs)."""
     K = ids.shape[0]
     ns = np.zeros(K, dtype=np.int8)
-    for k in prange(K):
-        X = local_positions(x, ids, k)
-        if far_apart(X, is_ee[k], off[k], dhat):
-            continue
-        kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
-        if math.sqrt(d2) - off[k] < dhat:
-            if is_ee[k] and cross_norm2_value(X) < epsx[k]:
-                ns[k] = 4
-            elif kind == KIND_PP:
-                ns[k] = 2
-            elif kind == KIND_PE:
-                ns[k] = 3
-            else:
-                ns[k] = 4
+    nch = _chunks(K)
+    for ch in prange(nch):
+        X = np.empty(12)   # one scratch per chunk: no heap allocation per candidate
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            for i in range(4):
+                for a in range(3):
+                    X[3 * i + a] = x[ids[k, i], a]
+            if far_apart(X, is_ee[k], off[k], dhat):
+                continue
+            kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
+            if math.sqrt(d2) - off[k] < dhat:
+                if is_ee[k] and cross_norm2_value(X) < epsx[k]:
+                    ns[k] = 4
+                elif kind == KIND_PP:
+                    ns[k] = 2
+                elif kind == KIND_PE:
+                    ns[k] = 3
+                else:
+                    ns[k] = 4
     return ns
 
 
