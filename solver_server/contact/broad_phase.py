@@ -154,6 +154,28 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
     q and the hashed targets index the box arrays; qidx / tidx (int64) map them to the element ids
     (vertex, face or edge) that the filters read and buf receives (identity when nothing is culled;
     both increasing, so the edge-edge order q < t is the elements' order)."""
+    return _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                         vbody, self_contact, static, buf, qidx, tidx, items[:0], -1)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _first_above(items, lo, hi, q):
+    """First index s in [lo, hi) with items[s] > q (items increasing there), hi if none."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if items[mid] <= q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, fastmath=False, _nrt=False)
+def _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                  vbody, self_contact, static, buf, qidx, tidx, ebody, skip_body):
+    """_query_targets, where the hashed entries' bodies ebody (one per entry of items; empty: not known) let
+    the scan pass over the entries of body skip_body (the query's own, when it has no self contact; -1: none)
+    before their box test: _accept rejects them anyway. Same targets in the same order."""
     n = 0
     oq = qidx[q]
     cap = buf.shape[0]
@@ -169,14 +191,19 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
         return n
     qlo0, qlo1, qlo2 = qlo[q, 0], qlo[q, 1], qlo[q, 2]
     qhi0, qhi1, qhi2 = qhi[q, 0], qhi[q, 1], qhi[q, 2]
+    by_body = ebody.shape[0] > 0 and skip_body >= 0
     for ix in range(x0, x1 + 1):
         for iy in range(y0, y1 + 1):
             for iz in range(z0, z1 + 1):
                 h = _hash(ix, iy, iz, size)
-                for s in range(start[h], start[h + 1]):
+                s0 = start[h]
+                if mode == 1:
+                    # edge-edge pairs are reported once, from the lower edge: the bucket's items increase
+                    s0 = _first_above(items, s0, start[h + 1], q)
+                for s in range(s0, start[h + 1]):
+                    if by_body and ebody[s] == skip_body:
+                        continue
                     t = items[s]
-                    if mode == 1 and t <= q:
-                        continue   # edge-edge pairs are reported once, from the lower edge
                     if not (qlo0 <= boxes[s, 3] and boxes[s, 0] <= qhi0 and qlo1 <= boxes[s, 4]
                             and boxes[s, 1] <= qhi1 and qlo2 <= boxes[s, 5] and boxes[s, 2] <= qhi2):
                         continue
@@ -196,6 +223,23 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
                 buf[n] = tidx[t]
             n += 1
     return n
+
+
+@njit(cache=True, fastmath=False)
+def _entry_bodies(items, tidx, mode, faces, edges, vbody):
+    """Body of each hashed entry's target (items: box rows, tidx: their element ids; mode 0 faces, 1 edges)."""
+    eb = np.empty(items.shape[0], dtype=np.int32)
+    for s in range(items.shape[0]):
+        t = tidx[items[s]]
+        eb[s] = vbody[faces[t, 0]] if mode == 0 else vbody[edges[t, 0]]
+    return eb
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _skip_body(mode, oq, faces, edges, vbody, self_contact):
+    """The body whose targets query oq (an element id) cannot pair with: its own without self contact, else -1."""
+    b = vbody[oq] if mode == 0 else vbody[edges[oq, 0]]
+    return b if self_contact[b] == 0 else -1
 
 
 @njit(cache=True, fastmath=False)
@@ -257,14 +301,20 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         start, items, boxes, big = _build_table(tlo, thi, origin, inv_cell, size)
     else:
         origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+    ebody = _entry_bodies(items, tidx, mode, faces, edges, vbody) if mode != 2 else np.empty(0, dtype=np.int32)
     if single:
         # one thread: a single pass appending to a growing output
         out = np.empty((max(64, 4 * nq), 2), dtype=np.int32)
         buf = np.empty(64, dtype=np.int64)
         m = 0
         for q in range(nq):
-            n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                                 edges, vbody, self_contact, static, buf, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             if m + n > out.shape[0]:
                 grown = np.empty((2 * (m + n), 2), dtype=np.int32)
                 grown[:m] = out[:m]
@@ -279,8 +329,9 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
     for ch in prange(nch):
         empty = np.empty(0, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            counts[q + 1] = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
-                                           mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            counts[q + 1] = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
+                                          mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx, ebody, sb)
     for q in range(nq):
         counts[q + 1] += counts[q]
     out = np.empty((counts[nq], 2), dtype=np.int32)
@@ -290,8 +341,9 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
             n = counts[q + 1] - counts[q]
             if n > buf.shape[0]:
                 buf = np.empty(2 * n, dtype=np.int64)
-            _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                           edges, vbody, self_contact, static, buf, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                          edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             for j in range(n):
                 out[counts[q] + j, 0] = qidx[q]
                 out[counts[q] + j, 1] = buf[j]
@@ -537,17 +589,16 @@ def _project(lo, hi, i, d, b, k):
 
 
 @njit(cache=True, fastmath=False)
-def _regions(lo, hi, keep, body, dirs):
-    """Per body the region of its boxes lo / hi (m, 3) with keep set: bounding box (nb, 3) rlo / rhi and the
+def _regions(lo, hi, rows, body, dirs):
+    """Per body the region of its boxes lo / hi (m, 3) of the rows (int64): bounding box (nb, 3) rlo / rhi and the
     extent (nb, 3) slo / shi of their projections on its directions dirs (nb, 3, 3) (m; empty: +-inf)."""
     nb = dirs.shape[0]
     rlo = np.full((nb, 3), np.inf)
     rhi = np.full((nb, 3), -np.inf)
     slo = np.full((nb, 3), np.inf)
     shi = np.full((nb, 3), -np.inf)
-    for i in range(lo.shape[0]):
-        if not keep[i]:
-            continue
+    for r in range(rows.shape[0]):
+        i = rows[r]
         b = body[i]
         for a in range(3):
             rlo[b, a] = min(rlo[b, a], lo[i, a])
@@ -560,18 +611,17 @@ def _regions(lo, hi, keep, body, dirs):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _region_kept(lo, hi, keep, body, nstart, nlist, self_contact, rlo, rhi, slo, shi, dirs, tol):
-    """The elements of keep (m,) bool (boxes lo / hi, body ids) whose box meets the partner region (rlo, rhi,
-    slo, shi along dirs: _regions) of a body they may pair with (nstart / nlist: _body_neighbours), every kept
-    element of a self-contacting body: a mask (m,) bool. tol (m): the projections' round-off margin."""
-    m = lo.shape[0]
+def _region_kept(lo, hi, rows, body, nstart, nlist, self_contact, rlo, rhi, slo, shi, dirs, tol):
+    """The rows (int64, increasing) of the elements (boxes lo / hi, body ids) whose box meets the partner region
+    (rlo, rhi, slo, shi along dirs: _regions) of a body they may pair with (nstart / nlist: _body_neighbours), and
+    those of self-contacting bodies (int64, increasing). tol (m): the projections' round-off margin."""
+    m = rows.shape[0]
     out = np.zeros(m, dtype=np.bool_)
-    for i in prange(m):
-        if not keep[i]:
-            continue
+    for r in prange(m):
+        i = rows[r]
         b = body[i]
         if self_contact[b] != 0:
-            out[i] = True
+            out[r] = True
             continue
         for j in range(nstart[b], nstart[b + 1]):
             c = nlist[j]
@@ -585,32 +635,31 @@ def _region_kept(lo, hi, keep, body, nstart, nlist, self_contact, rlo, rhi, slo,
                     meets = False
                     break
             if meets:
-                out[i] = True
+                out[r] = True
                 break
-    return out
+    return rows[out]
 
 
 @njit(cache=True, fastmath=False)
-def cull_grid(qlo, qhi, qkeep, tlo, thi, tkeep):
-    """hash_grid's (origin (3,) m, 1 / cell size 1/m, table size) over the query and target boxes with qkeep /
-    tkeep set (the same numbers as hash_grid of those rows; table size 0 when either set is empty)."""
+def cull_grid(qlo, qhi, qrows, tlo, thi, trows):
+    """hash_grid's (origin (3,) m, 1 / cell size 1/m, table size) over the query and target boxes of the rows
+    qrows / trows (int64, increasing): the same numbers as hash_grid of those rows (table size 0 when either
+    set is empty)."""
     origin = np.full(3, np.inf)
-    nq = 0
-    nt = 0
+    nq = qrows.shape[0]
+    nt = trows.shape[0]
     ext = 0.0
     qext = 0.0
-    for i in range(tlo.shape[0]):
-        if tkeep[i]:
-            nt += 1
-            ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
-            for a in range(3):
-                origin[a] = min(origin[a], tlo[i, a])
-    for i in range(qlo.shape[0]):
-        if qkeep[i]:
-            nq += 1
-            qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
-            for a in range(3):
-                origin[a] = min(origin[a], qlo[i, a])
+    for r in range(nt):
+        i = trows[r]
+        ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
+        for a in range(3):
+            origin[a] = min(origin[a], tlo[i, a])
+    for r in range(nq):
+        i = qrows[r]
+        qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
+        for a in range(3):
+            origin[a] = min(origin[a], qlo[i, a])
     if nq == 0 or nt == 0:
         return origin, 1.0, 0
     cell = CELL_FACTOR * max(ext / nt, qext / nq)
@@ -640,9 +689,9 @@ def region_culled_boxes(x0, x1, mesh: CollisionMesh, pad):
     nstart, nlist = _body_neighbours(blo, bhi, sc, mesh.body_static)
     fb = np.ascontiguousarray(vb[mesh.faces[:, 0]]) if mesh.faces.shape[0] else np.zeros(0, np.int32)
     eb = np.ascontiguousarray(vb[mesh.edges[:, 0]]) if mesh.edges.shape[0] else np.zeros(0, np.int32)
-    mv = _kept_mask(vlo, vhi, vb, blo, bhi, nstart, nlist, sc)
-    mf = _kept_mask(flo, fhi, fb, blo, bhi, nstart, nlist, sc)
-    me = _kept_mask(elo, ehi, eb, blo, bhi, nstart, nlist, sc)
+    mv = _kept(vlo, vhi, vb, blo, bhi, nstart, nlist, sc)
+    mf = _kept(flo, fhi, fb, blo, bhi, nstart, nlist, sc)
+    me = _kept(elo, ehi, eb, blo, bhi, nstart, nlist, sc)
     grid_pt = cull_grid(vlo, vhi, mv, flo, fhi, mf)
     grid_ee = cull_grid(elo, ehi, me, elo, ehi, me)
     dirs = _body_dirs(x0, mesh.faces, mesh.ensure_axis_faces(x0))
@@ -651,9 +700,9 @@ def region_culled_boxes(x0, x1, mesh: CollisionMesh, pad):
     rv = _regions(vlo, vhi, mv, vb, dirs)
     rf = _regions(flo, fhi, mf, fb, dirs)
     re = _regions(elo, ehi, me, eb, dirs)
-    kv = np.nonzero(_region_kept(vlo, vhi, mv, vb, nstart, nlist, sc, *rf, dirs, tol))[0].astype(np.int64)
-    kf = np.nonzero(_region_kept(flo, fhi, mf, fb, nstart, nlist, sc, *rv, dirs, tol))[0].astype(np.int64)
-    ke = np.nonzero(_region_kept(elo, ehi, me, eb, nstart, nlist, sc, *re, dirs, tol))[0].astype(np.int64)
+    kv = _region_kept(vlo, vhi, mv, vb, nstart, nlist, sc, *rf, dirs, tol)
+    kf = _region_kept(flo, fhi, mf, fb, nstart, nlist, sc, *rv, dirs, tol)
+    ke = _region_kept(elo, ehi, me, eb, nstart, nlist, sc, *re, dirs, tol)
     rows = ((np.ascontiguousarray(vlo[kv]), np.ascontiguousarray(vhi[kv]), kv),
             (np.ascontiguousarray(flo[kf]), np.ascontiguousarray(fhi[kf]), kf),
             (np.ascontiguousarray(elo[ke]), np.ascontiguousarray(ehi[ke]), ke))
