@@ -4,7 +4,8 @@ Book: "3D Frictional Self-Contact", spatial hashing. Every primitive gets an axi
 (inflated by its contact offset + dhat/2, metres); target primitives (faces, or edges) are
 hashed into a uniform grid, query primitives (vertices, or edges) visit the cells their box
 covers. A pair is reported only from the cell that holds the lower corner of the overlap of
-the two boxes, so every overlapping pair is found exactly once without a deduplication pass.
+the two boxes, so every overlapping pair is found exactly once without a deduplication pass (a
+target whose own cells share a bucket sits in it more than once, in a row: the scan skips the repeat).
 Primitives whose box spans more than MAX_CELLS cells (large collider triangles) are kept in a
 separate list tested against every query, so huge ground planes do not blow up the table.
 For continuous collision detection the boxes enclose the start and end positions (swept boxes).
@@ -204,6 +205,8 @@ def _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_c
                     if by_body and ebody[s] == skip_body:
                         continue
                     t = items[s]
+                    if s > start[h] and items[s - 1] == t:
+                        continue   # two cells of t's own box hash to this bucket: t is in it twice, in a row
                     if not (qlo0 <= boxes[s, 3] and boxes[s, 0] <= qhi0 and qlo1 <= boxes[s, 4]
                             and boxes[s, 1] <= qhi1 and qlo2 <= boxes[s, 5] and boxes[s, 2] <= qhi2):
                         continue

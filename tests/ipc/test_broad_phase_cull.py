@@ -167,3 +167,19 @@ def test_region_cut_finds_the_same_pairs_in_the_same_order(seed, monkeypatch):
             assert np.all(np.isin(j, i))
             cut += len(i) - len(j)
     assert cut > 0
+
+
+def test_a_target_whose_cells_share_a_bucket_is_reported_once():
+    """Cells (11, 38, 0) and (12, 39, 0) hash to the same bucket of a 1,024-bucket table, so a target box covering both
+    is hashed into that bucket twice; a query whose overlap with it starts in (12, 39, 0) finds the pair once (it
+    was reported twice, and its barrier counted twice, before the scan skipped the repeated entry)."""
+    assert broad_phase._hash(11, 38, 0, 1024) == broad_phase._hash(12, 39, 0, 1024)
+    tlo, thi = np.array([[11.5, 38.5, 0.5]]), np.array([[12.5, 39.5, 1.5]])
+    qlo, qhi = np.array([[12.2, 39.2, 0.6]]), np.array([[12.4, 39.4, 0.8]])
+    faces = np.array([[1, 2, 3]], np.int32)
+    edges = np.zeros((0, 2), np.int32)
+    vbody = np.array([0, 1, 1, 1], np.int32)
+    flags = (np.zeros(2, np.uint8), np.zeros(2, np.uint8))
+    pairs = broad_phase.overlapping_box_pairs(qlo, qhi, tlo, thi, 0, faces, edges, vbody, *flags,
+                                              grid=(np.zeros(3), 1.0, 1024))
+    assert pairs.tolist() == [[0, 0]]
