@@ -4,7 +4,8 @@ Book: "3D Frictional Self-Contact", spatial hashing. Every primitive gets an axi
 (inflated by its contact offset + dhat/2, metres); target primitives (faces, or edges) are
 hashed into a uniform grid, query primitives (vertices, or edges) visit the cells their box
 covers. A pair is reported only from the cell that holds the lower corner of the overlap of
-the two boxes, so every overlapping pair is found exactly once without a deduplication pass.
+the two boxes, so every overlapping pair is found exactly once without a deduplication pass (a
+target whose own cells share a bucket sits in it more than once, in a row: the scan skips the repeat).
 Primitives whose box spans more than MAX_CELLS cells (large collider triangles) are kept in a
 separate list tested against every query, so huge ground planes do not blow up the table.
 For continuous collision detection the boxes enclose the start and end positions (swept boxes).
@@ -154,6 +155,28 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
     q and the hashed targets index the box arrays; qidx / tidx (int64) map them to the element ids
     (vertex, face or edge) that the filters read and buf receives (identity when nothing is culled;
     both increasing, so the edge-edge order q < t is the elements' order)."""
+    return _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                         vbody, self_contact, static, buf, qidx, tidx, items[:0], -1)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _first_above(items, lo, hi, q):
+    """First index s in [lo, hi) with items[s] > q (items increasing there), hi if none."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if items[mid] <= q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, fastmath=False, _nrt=False)
+def _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                  vbody, self_contact, static, buf, qidx, tidx, ebody, skip_body):
+    """_query_targets, where the hashed entries' bodies ebody (one per entry of items; empty: not known) let
+    the scan pass over the entries of body skip_body (the query's own, when it has no self contact; -1: none)
+    before their box test: _accept rejects them anyway. Same targets in the same order."""
     n = 0
     oq = qidx[q]
     cap = buf.shape[0]
@@ -169,14 +192,21 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
         return n
     qlo0, qlo1, qlo2 = qlo[q, 0], qlo[q, 1], qlo[q, 2]
     qhi0, qhi1, qhi2 = qhi[q, 0], qhi[q, 1], qhi[q, 2]
+    by_body = ebody.shape[0] > 0 and skip_body >= 0
     for ix in range(x0, x1 + 1):
         for iy in range(y0, y1 + 1):
             for iz in range(z0, z1 + 1):
                 h = _hash(ix, iy, iz, size)
-                for s in range(start[h], start[h + 1]):
+                s0 = start[h]
+                if mode == 1:
+                    # edge-edge pairs are reported once, from the lower edge: the bucket's items increase
+                    s0 = _first_above(items, s0, start[h + 1], q)
+                for s in range(s0, start[h + 1]):
+                    if by_body and ebody[s] == skip_body:
+                        continue
                     t = items[s]
-                    if mode == 1 and t <= q:
-                        continue   # edge-edge pairs are reported once, from the lower edge
+                    if s > start[h] and items[s - 1] == t:
+                        continue   # two cells of t's own box hash to this bucket: t is in it twice, in a row
                     if not (qlo0 <= boxes[s, 3] and boxes[s, 0] <= qhi0 and qlo1 <= boxes[s, 4]
                             and boxes[s, 1] <= qhi1 and qlo2 <= boxes[s, 5] and boxes[s, 2] <= qhi2):
                         continue
@@ -196,6 +226,23 @@ def _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_
                 buf[n] = tidx[t]
             n += 1
     return n
+
+
+@njit(cache=True, fastmath=False)
+def _entry_bodies(items, tidx, mode, faces, edges, vbody):
+    """Body of each hashed entry's target (items: box rows, tidx: their element ids; mode 0 faces, 1 edges)."""
+    eb = np.empty(items.shape[0], dtype=np.int32)
+    for s in range(items.shape[0]):
+        t = tidx[items[s]]
+        eb[s] = vbody[faces[t, 0]] if mode == 0 else vbody[edges[t, 0]]
+    return eb
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _skip_body(mode, oq, faces, edges, vbody, self_contact):
+    """The body whose targets query oq (an element id) cannot pair with: its own without self contact, else -1."""
+    b = vbody[oq] if mode == 0 else vbody[edges[oq, 0]]
+    return b if self_contact[b] == 0 else -1
 
 
 @njit(cache=True, fastmath=False)
@@ -243,22 +290,34 @@ def _chunk_count(n):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single, qidx, tidx):
+def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single, qidx, tidx,
+                      grid_origin, grid_inv_cell, grid_size):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32 element ids (qidx / tidx of
-    the box rows), in query order (several threads: count, then write)."""
+    the box rows), in query order (several threads: count, then write). grid_size > 0: the hash grid's origin
+    (3,) (m), 1 / cell size (1/m) and table size are these (else hash_grid's, from the boxes)."""
     nq = qlo.shape[0]
     nt = tlo.shape[0]
     if nq == 0 or nt == 0:
         return np.zeros((0, 2), dtype=np.int32)
-    origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+    if grid_size > 0:
+        origin, inv_cell, size = grid_origin, grid_inv_cell, grid_size
+        start, items, boxes, big = _build_table(tlo, thi, origin, inv_cell, size)
+    else:
+        origin, inv_cell, size, start, items, boxes, big = hash_grid(qlo, qhi, tlo, thi)
+    ebody = _entry_bodies(items, tidx, mode, faces, edges, vbody) if mode != 2 else np.empty(0, dtype=np.int32)
     if single:
         # one thread: a single pass appending to a growing output
         out = np.empty((max(64, 4 * nq), 2), dtype=np.int32)
         buf = np.empty(64, dtype=np.int64)
         m = 0
         for q in range(nq):
-            n, buf = query_grown(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                                 edges, vbody, self_contact, static, buf, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             if m + n > out.shape[0]:
                 grown = np.empty((2 * (m + n), 2), dtype=np.int32)
                 grown[:m] = out[:m]
@@ -273,8 +332,9 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
     for ch in prange(nch):
         empty = np.empty(0, dtype=np.int64)
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            counts[q + 1] = _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
-                                           mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            counts[q + 1] = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
+                                          mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx, ebody, sb)
     for q in range(nq):
         counts[q + 1] += counts[q]
     out = np.empty((counts[nq], 2), dtype=np.int32)
@@ -284,8 +344,9 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
             n = counts[q + 1] - counts[q]
             if n > buf.shape[0]:
                 buf = np.empty(2 * n, dtype=np.int64)
-            _query_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                           edges, vbody, self_contact, static, buf, qidx, tidx)
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                          edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             for j in range(n):
                 out[counts[q] + j, 0] = qidx[q]
                 out[counts[q] + j, 1] = buf[j]
@@ -293,15 +354,19 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
 
 
 def overlapping_box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, qidx=None,
-                          tidx=None):
+                          tidx=None, grid=None):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32; one pass when numba
-    runs on one thread. qidx / tidx: the element ids of the box rows (default: row i is element i)."""
+    runs on one thread. qidx / tidx: the element ids of the box rows (default: row i is element i).
+    grid: (origin (3,) m, 1 / cell size 1/m, table size) of the hash grid, or None (hash_grid's); the pairs
+    are the same either way, their order within a query's run follows the grid's cells."""
     if qidx is None:
         qidx = np.arange(qlo.shape[0], dtype=np.int64)
     if tidx is None:
         tidx = np.arange(tlo.shape[0], dtype=np.int64)
+    origin, inv_cell, size = (np.zeros(3), 1.0, 0) if grid is None else grid
     return _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static,
-                             numba.get_num_threads() == 1, qidx, tidx)
+                             numba.get_num_threads() == 1, qidx, tidx, np.ascontiguousarray(origin, np.float64),
+                             float(inv_cell), int(size))
 
 
 # --- body-level culling (issue 19) ------------------------------------------------------------------
@@ -381,10 +446,15 @@ def _body_neighbours(blo, bhi, self_contact, static):
     return cnt, lst
 
 
-@njit(cache=True, fastmath=False, parallel=True)
 def _kept(lo, hi, body, blo, bhi, nstart, nlist, self_contact):
     """Indices (int64, increasing) of the elements (boxes lo / hi, body ids) whose box meets the box of
     a body they may pair with (see above); every element of a self-contacting body is kept."""
+    return np.nonzero(_kept_mask(lo, hi, body, blo, bhi, nstart, nlist, self_contact))[0].astype(np.int64)
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _kept_mask(lo, hi, body, blo, bhi, nstart, nlist, self_contact):
+    """_kept as a mask (m,) bool."""
     m = lo.shape[0]
     keep = np.zeros(m, dtype=np.bool_)
     for i in prange(m):
@@ -398,7 +468,7 @@ def _kept(lo, hi, body, blo, bhi, nstart, nlist, self_contact):
                     and lo[i, 2] <= bhi[c, 2] and blo[c, 2] <= hi[i, 2]):
                 keep[i] = True
                 break
-    return np.nonzero(keep)[0].astype(np.int64)
+    return keep
 
 
 def cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh: CollisionMesh):
@@ -416,6 +486,230 @@ def cull_elements(vlo, vhi, flo, fhi, elo, ehi, mesh: CollisionMesh):
     return (_kept(vlo, vhi, vb, blo, bhi, nstart, nlist, mesh.self_contact),
             _kept(flo, fhi, np.ascontiguousarray(fb), blo, bhi, nstart, nlist, mesh.self_contact),
             _kept(elo, ehi, np.ascontiguousarray(eb), blo, bhi, nstart, nlist, mesh.self_contact))
+
+
+# --- the partner-region cut of the Verlet list's rebuilds (issue 19) ------------------------------------
+# After the body-box cut, an element of body a kept because its box meets the box of a neighbour b can still lie
+# far from b: a turned cube's world-axis box holds much empty space, and the pile's neighbours' boxes overlap
+# over whole cube faces. An element of a is only in a pair with an element of b of the partner kind (a face for a
+# vertex, a vertex for a face, an edge for an edge) whose box meets its own; those boxes are among b's that
+# survive the body-box cut (a box meeting one of a's meets a's body box). So the element is left out unless, for
+# some body b it may pair with, its box meets b's *partner region*: the bounding box of b's surviving partner
+# boxes, cut by the slab between their least and greatest projections on each of three directions of b, the
+# normals of three of b's faces at the present positions (axis_faces: chosen once, at rest). On a rigid or affine
+# body those stay across its faces, and a box-shaped body's region is its oriented box grown by the pads, not the
+# larger world-axis box. The cut holds for any directions (the region holds every partner box either way); the
+# projections are compared with a round-off margin. The pairs found are exactly those of the body-box cut, and
+# the hash grid is laid over the body-box survivors (its origin, cell and table: cull_grid), so they come out
+# in the same order too.
+
+REGION_TOL = 1.0e-12   # round-off margin of the projections: this times the largest coordinate (m) of the boxes
+
+
+@njit(cache=True, fastmath=False)
+def axis_faces(x, faces, vbody, nb):
+    """(nb, 3) int64 per body three of its faces (-1: none) whose normals at x (n, 3) (m) span the space as well
+    as its faces can: the largest face, the face most nearly perpendicular to it, then the face most nearly
+    perpendicular to both (a box: one face on each of three sides)."""
+    m = faces.shape[0]
+    nrm = np.zeros((m, 3))
+    area = np.zeros(m)
+    for f in range(m):
+        a, b, c = faces[f, 0], faces[f, 1], faces[f, 2]
+        u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+        v0, v1, v2 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
+        n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+        r = np.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+        area[f] = r
+        if r > 0.0:
+            nrm[f, 0], nrm[f, 1], nrm[f, 2] = n0 / r, n1 / r, n2 / r
+    out = np.full((nb, 3), -1, dtype=np.int64)
+    best = np.full(nb, -1.0)
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        if area[f] > 0.0 and area[f] > best[b]:
+            best[b] = area[f]
+            out[b, 0] = f
+    best[:] = np.inf
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        g = out[b, 0]
+        if area[f] > 0.0 and g >= 0:
+            d = abs(nrm[f, 0] * nrm[g, 0] + nrm[f, 1] * nrm[g, 1] + nrm[f, 2] * nrm[g, 2])
+            if d < best[b]:
+                best[b] = d
+                out[b, 1] = f
+    best[:] = 0.0
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        g, h = out[b, 0], out[b, 1]
+        if area[f] > 0.0 and g >= 0 and h >= 0:
+            c0 = nrm[g, 1] * nrm[h, 2] - nrm[g, 2] * nrm[h, 1]
+            c1 = nrm[g, 2] * nrm[h, 0] - nrm[g, 0] * nrm[h, 2]
+            c2 = nrm[g, 0] * nrm[h, 1] - nrm[g, 1] * nrm[h, 0]
+            d = abs(nrm[f, 0] * c0 + nrm[f, 1] * c1 + nrm[f, 2] * c2)
+            if d > 1e-6 and d > best[b]:
+                best[b] = d
+                out[b, 2] = f
+    return out
+
+
+@njit(cache=True, fastmath=False)
+def _body_dirs(x, faces, axf):
+    """(nb, 3, 3) unit normals at x (n, 3) of the faces axf (nb, 3) (axis_faces); zero rows for -1 or a
+    degenerate face (a zero direction cuts nothing)."""
+    nb = axf.shape[0]
+    d = np.zeros((nb, 3, 3))
+    for b in range(nb):
+        for k in range(3):
+            f = axf[b, k]
+            if f < 0:
+                continue
+            a, p, c = faces[f, 0], faces[f, 1], faces[f, 2]
+            u0, u1, u2 = x[p, 0] - x[a, 0], x[p, 1] - x[a, 1], x[p, 2] - x[a, 2]
+            v0, v1, v2 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
+            n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+            r = np.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+            if r > 0.0:
+                d[b, k, 0], d[b, k, 1], d[b, k, 2] = n0 / r, n1 / r, n2 / r
+    return d
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _project(lo, hi, i, d, b, k):
+    """(least, greatest) projection of box i (lo, hi (m, 3)) on direction d[b, k] (m)."""
+    pl = 0.0
+    ph = 0.0
+    for a in range(3):
+        n = d[b, k, a]
+        if n >= 0.0:
+            pl += n * lo[i, a]
+            ph += n * hi[i, a]
+        else:
+            pl += n * hi[i, a]
+            ph += n * lo[i, a]
+    return pl, ph
+
+
+@njit(cache=True, fastmath=False)
+def _regions(lo, hi, rows, body, dirs):
+    """Per body the region of its boxes lo / hi (m, 3) of the rows (int64): bounding box (nb, 3) rlo / rhi and the
+    extent (nb, 3) slo / shi of their projections on its directions dirs (nb, 3, 3) (m; empty: +-inf)."""
+    nb = dirs.shape[0]
+    rlo = np.full((nb, 3), np.inf)
+    rhi = np.full((nb, 3), -np.inf)
+    slo = np.full((nb, 3), np.inf)
+    shi = np.full((nb, 3), -np.inf)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        b = body[i]
+        for a in range(3):
+            rlo[b, a] = min(rlo[b, a], lo[i, a])
+            rhi[b, a] = max(rhi[b, a], hi[i, a])
+        for k in range(3):
+            pl, ph = _project(lo, hi, i, dirs, b, k)
+            slo[b, k] = min(slo[b, k], pl)
+            shi[b, k] = max(shi[b, k], ph)
+    return rlo, rhi, slo, shi
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def _region_kept(lo, hi, rows, body, nstart, nlist, self_contact, rlo, rhi, slo, shi, dirs, tol):
+    """The rows (int64, increasing) of the elements (boxes lo / hi, body ids) whose box meets the partner region
+    (rlo, rhi, slo, shi along dirs: _regions) of a body they may pair with (nstart / nlist: _body_neighbours), and
+    those of self-contacting bodies (int64, increasing). tol (m): the projections' round-off margin."""
+    m = rows.shape[0]
+    out = np.zeros(m, dtype=np.bool_)
+    for r in prange(m):
+        i = rows[r]
+        b = body[i]
+        if self_contact[b] != 0:
+            out[r] = True
+            continue
+        for j in range(nstart[b], nstart[b + 1]):
+            c = nlist[j]
+            if not (lo[i, 0] <= rhi[c, 0] and rlo[c, 0] <= hi[i, 0] and lo[i, 1] <= rhi[c, 1]
+                    and rlo[c, 1] <= hi[i, 1] and lo[i, 2] <= rhi[c, 2] and rlo[c, 2] <= hi[i, 2]):
+                continue
+            meets = True
+            for k in range(3):
+                pl, ph = _project(lo, hi, i, dirs, c, k)
+                if pl > shi[c, k] + tol or ph < slo[c, k] - tol:
+                    meets = False
+                    break
+            if meets:
+                out[r] = True
+                break
+    return rows[out]
+
+
+@njit(cache=True, fastmath=False)
+def cull_grid(qlo, qhi, qrows, tlo, thi, trows):
+    """hash_grid's (origin (3,) m, 1 / cell size 1/m, table size) over the query and target boxes of the rows
+    qrows / trows (int64, increasing): the same numbers as hash_grid of those rows (table size 0 when either
+    set is empty)."""
+    origin = np.full(3, np.inf)
+    nq = qrows.shape[0]
+    nt = trows.shape[0]
+    ext = 0.0
+    qext = 0.0
+    for r in range(nt):
+        i = trows[r]
+        ext += max(thi[i, 0] - tlo[i, 0], thi[i, 1] - tlo[i, 1], thi[i, 2] - tlo[i, 2])
+        for a in range(3):
+            origin[a] = min(origin[a], tlo[i, a])
+    for r in range(nq):
+        i = qrows[r]
+        qext += max(qhi[i, 0] - qlo[i, 0], qhi[i, 1] - qlo[i, 1], qhi[i, 2] - qlo[i, 2])
+        for a in range(3):
+            origin[a] = min(origin[a], qlo[i, a])
+    if nq == 0 or nt == 0:
+        return origin, 1.0, 0
+    cell = CELL_FACTOR * max(ext / nt, qext / nq)
+    if not cell > 0.0:
+        cell = 1.0
+    return origin, 1.0 / cell, max(1024, 2 * nt)
+
+
+def region_culled_boxes(x0, x1, mesh: CollisionMesh, pad):
+    """culled_boxes(x0, x1, mesh, pad) cut further to the elements whose box meets the partner region of a body
+    they may pair with (see above): (rows as culled_boxes', pt grid, ee grid), the grids (origin, 1 / cell, table
+    size) for overlapping_box_pairs (those of the body-box cut's rows: the same pairs in the same order), or None
+    when there is no body-box cut (then the rows are every element)."""
+    vp, fp, ep = pad if isinstance(pad, tuple) else (pad, pad, pad)
+    verts = np.arange(mesh.n_verts, dtype=np.int32).reshape(-1, 1)
+    vlo, vhi = element_boxes(x0, x1, verts, mesh.vertex_offset + vp)
+    flo, fhi = element_boxes(x0, x1, mesh.faces, mesh.face_offset + fp)
+    elo, ehi = element_boxes(x0, x1, mesh.edges, mesh.edge_offset + ep)
+    vb = mesh.vertex_body
+    nb = int(mesh.body_friction.shape[0])
+    if nb < 2 or vb.shape[0] == 0 or np.all(mesh.self_contact[np.unique(vb)] != 0):
+        rows = ((vlo, vhi, np.arange(vlo.shape[0], dtype=np.int64)), (flo, fhi, np.arange(flo.shape[0], dtype=np.int64)),
+                (elo, ehi, np.arange(elo.shape[0], dtype=np.int64)))
+        return rows, None, None
+    sc = mesh.self_contact
+    blo, bhi = _body_boxes(vlo, vhi, flo, fhi, elo, ehi, mesh.faces, mesh.edges, vb, nb)
+    nstart, nlist = _body_neighbours(blo, bhi, sc, mesh.body_static)
+    fb = np.ascontiguousarray(vb[mesh.faces[:, 0]]) if mesh.faces.shape[0] else np.zeros(0, np.int32)
+    eb = np.ascontiguousarray(vb[mesh.edges[:, 0]]) if mesh.edges.shape[0] else np.zeros(0, np.int32)
+    mv = _kept(vlo, vhi, vb, blo, bhi, nstart, nlist, sc)
+    mf = _kept(flo, fhi, fb, blo, bhi, nstart, nlist, sc)
+    me = _kept(elo, ehi, eb, blo, bhi, nstart, nlist, sc)
+    grid_pt = cull_grid(vlo, vhi, mv, flo, fhi, mf)
+    grid_ee = cull_grid(elo, ehi, me, elo, ehi, me)
+    dirs = _body_dirs(x0, mesh.faces, mesh.ensure_axis_faces(x0))
+    fin = np.isfinite(blo).all(axis=1)
+    tol = REGION_TOL * float(max(np.abs(blo[fin]).max(initial=0.0), np.abs(bhi[fin]).max(initial=0.0)))
+    rv = _regions(vlo, vhi, mv, vb, dirs)
+    rf = _regions(flo, fhi, mf, fb, dirs)
+    re = _regions(elo, ehi, me, eb, dirs)
+    kv = _region_kept(vlo, vhi, mv, vb, nstart, nlist, sc, *rf, dirs, tol)
+    kf = _region_kept(flo, fhi, mf, fb, nstart, nlist, sc, *rv, dirs, tol)
+    ke = _region_kept(elo, ehi, me, eb, nstart, nlist, sc, *re, dirs, tol)
+    rows = ((np.ascontiguousarray(vlo[kv]), np.ascontiguousarray(vhi[kv]), kv),
+            (np.ascontiguousarray(flo[kf]), np.ascontiguousarray(fhi[kf]), kf),
+            (np.ascontiguousarray(elo[ke]), np.ascontiguousarray(ehi[ke]), ke))
+    return rows, grid_pt, grid_ee
 
 
 @njit(cache=True, fastmath=False, parallel=True)
@@ -511,6 +805,7 @@ def touching(c: Candidates, mesh: CollisionMesh, near: np.ndarray) -> Candidates
 
 
 CULL = True   # body-level culling in the broad phase and CCD (False: every element, for comparison)
+REGION_CULL = True   # find_candidates_padded: the partner-region cut after the body-level one (the same pairs)
 
 
 def _candidates(x0: np.ndarray, x1: np.ndarray, mesh: CollisionMesh, dhat: float, cull=None,
@@ -552,10 +847,14 @@ def find_candidates_padded(x: np.ndarray, mesh: CollisionMesh, vpad: np.ndarray,
     pads = (vpad, np.ascontiguousarray(vpad[mesh.faces[:, 0]]) if mesh.faces.shape[0] else np.zeros(0),
             np.ascontiguousarray(vpad[mesh.edges[:, 0]]) if mesh.edges.shape[0] else np.zeros(0))
     with threads_for(mesh.n_verts + mesh.edges.shape[0]):
-        (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x, x1, mesh, pads, CULL)
         filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
-        pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi)
-        ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei)
+        if CULL and REGION_CULL:
+            ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), gpt, gee = region_culled_boxes(x, x1, mesh, pads)
+        else:
+            (vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei) = culled_boxes(x, x1, mesh, pads, CULL)
+            gpt = gee = None
+        pt = overlapping_box_pairs(vlo, vhi, flo, fhi, 0, *filt, vi, fi, grid=gpt)
+        ee = overlapping_box_pairs(elo, ehi, elo, ehi, 1, *filt, ei, ei, grid=gee)
     return Candidates(pt, ee)
 
 

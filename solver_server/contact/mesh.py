@@ -36,6 +36,8 @@ class CollisionMesh:
     edge_offset: np.ndarray      # (E,) float64, m: max offset of the edge's vertices
     face_offset: np.ndarray      # (F,) float64, m: max offset of the face's vertices
     edge_rest_len2: Optional[np.ndarray] = None  # (E,) m^2, for the edge-edge mollifier
+    axis_faces: Optional[np.ndarray] = None      # (B, 3) int64: three faces of each body whose normals span the
+                                                 # space (broad_phase.axis_faces, at rest), for its culling
 
     @classmethod
     def build(cls, n_verts: int, faces: np.ndarray, edges: Optional[np.ndarray] = None,
@@ -85,10 +87,21 @@ class CollisionMesh:
         return int(self.body_friction.shape[0])
 
     def set_rest_positions(self, x: np.ndarray) -> None:
-        """Fix the rest squared edge lengths (m^2) used by the edge-edge mollifier."""
+        """Fix the rest squared edge lengths (m^2) used by the edge-edge mollifier, and axis_faces."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, 3)
         d = x[self.edges[:, 1]] - x[self.edges[:, 0]]
         self.edge_rest_len2 = np.ascontiguousarray(np.einsum("ij,ij->i", d, d))
+        self.axis_faces = None
+        self.ensure_axis_faces(x)
+
+    def ensure_axis_faces(self, x: np.ndarray) -> np.ndarray:
+        """axis_faces, chosen at x (n, 3) (m) when no rest shape fixed them (any faces serve; the choice only
+        decides how much the broad phase culls, never which pairs it finds)."""
+        if self.axis_faces is None:
+            from .broad_phase import axis_faces
+            self.axis_faces = axis_faces(np.ascontiguousarray(x, np.float64).reshape(-1, 3), self.faces,
+                                         self.vertex_body, self.n_bodies)
+        return self.axis_faces
 
     def ensure_rest(self, x: np.ndarray) -> np.ndarray:
         if self.edge_rest_len2 is None:
