@@ -66,6 +66,61 @@ def contact_distances(x, ids, is_ee, off):
     return s
 
 
+@njit(cache=True, fastmath=False, parallel=True)
+def swept_near_mask(x0, x1, ids, is_ee, off, limit):
+    """Per pair (uint8, (K,)): 1 unless the boxes of its two primitives swept over x0 -> x1 (each the box of its
+    vertices at both ends, m) are further apart than limit + its offset. Along the straight move, and at any
+    positions whose every vertex lies in the box of its own two ends, each primitive stays in its swept box
+    (its points are convex combinations of its vertices), so a pair marked 0 keeps a contact distance above
+    limit there: with limit >= dhat it is inactive and cannot reach contact (a segment's sub-list)."""
+    K = ids.shape[0]
+    keep = np.zeros(K, np.uint8)
+    nch = max(1, min(K, 64))
+    for ch in prange(nch):
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            na = 2 if is_ee[k] else 1
+            g2 = 0.0
+            for a in range(3):
+                alo = np.inf
+                ahi = -np.inf
+                blo = np.inf
+                bhi = -np.inf
+                for i in range(4):
+                    v = ids[k, i]
+                    lo = min(x0[v, a], x1[v, a])
+                    hi = max(x0[v, a], x1[v, a])
+                    if i < na:
+                        alo = min(alo, lo)
+                        ahi = max(ahi, hi)
+                    else:
+                        blo = min(blo, lo)
+                        bhi = max(bhi, hi)
+                gap = max(blo - ahi, alo - bhi, 0.0)
+                g2 += gap * gap
+            if math.sqrt(g2) - off[k] <= limit:
+                keep[k] = 1
+    return keep
+
+
+def sub_pairs(cands: Candidates, mesh: CollisionMesh, x: np.ndarray, keep: np.ndarray) -> Candidates:
+    """The candidates of cands marked in keep (K,) (point-triangle rows first, as their PairSet), in their order,
+    with their PairSet cut from cands' (no new gathering)."""
+    ps = pair_set(cands, mesh, x)
+    idx = np.flatnonzero(keep)
+    npt = int(np.asarray(cands.pt).reshape(-1, 2).shape[0])
+    cut = int(np.searchsorted(idx, npt))
+    sub = Candidates(np.ascontiguousarray(np.asarray(cands.pt).reshape(-1, 2)[idx[:cut]]),
+                     np.ascontiguousarray(np.asarray(cands.ee).reshape(-1, 2)[idx[cut:] - npt]))
+    sp = PairSet.__new__(PairSet)
+    sp.ids = np.ascontiguousarray(ps.ids[idx])
+    sp.is_ee = np.ascontiguousarray(ps.is_ee[idx])
+    sp.off = np.ascontiguousarray(ps.off[idx])
+    sp.epsx = np.ascontiguousarray(ps.epsx[idx])
+    sub._pairs = sp
+    sub._pairs_mesh = mesh
+    return sub
+
+
 @njit(cache=True, fastmath=False, inline="always")
 def local_positions(x, ids, k):
     X = np.empty(12)

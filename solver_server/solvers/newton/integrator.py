@@ -106,6 +106,7 @@ class IncrementalPotential:
         self._derivs = None      # (candidates, x, barrier derivatives) of the last gradient (_barrier_derivs)
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
+        self._narrow = None        # (list's candidates, lo, hi, its pairs near the segment lo..hi): _narrowed
         self._next_cands = None    # candidates valid at the accepted point (set by accepted())
         self._sub_key = None       # region of the last region_hessian and its (elements, pattern, DOF map)
         self._sub = None
@@ -410,17 +411,35 @@ class IncrementalPotential:
                     a_in = self.contact.max_step_on(xs, t_in * ps, self._cl.cands)
                     if a_in < 1.0:
                         return min(a, a_in * t_in)
-                cands = self._cl.segment(xs, self.D.to_x(x + p))
+                xs1 = self.D.to_x(x + p)
+                cands = self._narrowed(self._cl.segment(xs, xs1), xs, xs1)
                 a = min(a, self.contact.max_step_on(xs, ps, cands))
             else:
                 a = min(a, self.contact.max_step(xs, ps))
         return a
 
+    def _narrowed(self, cands, xs0: np.ndarray, xs1: np.ndarray):
+        """The step list's pairs that can come within dhat on xs0 -> xs1 (ContactTerms.narrowed). The last one is
+        kept with the boxes of its segment: a later segment of the same list whose two ends lie in them (the line
+        search's x0 -> x0 + a p after the CCD of x0 -> x0 + p) reuses it, as every vertex of such a segment stays
+        in its box."""
+        nl = self._narrow
+        if nl is not None and nl[0] is cands:
+            bp = self.contact.C.broad_phase
+            half = np.zeros(self._cl.nb)
+            if (bp.within_boxes(xs0, nl[1], nl[2], self._cl.vb, half)
+                    and bp.within_boxes(xs1, nl[1], nl[2], self._cl.vb, half)):
+                return nl[3]
+        sub = self.contact.narrowed(cands, xs0, xs1)
+        self._narrow = (cands, np.minimum(xs0, xs1), np.maximum(xs0, xs1), sub)
+        return sub
+
     def line_search_energy(self, x0: np.ndarray, x1: np.ndarray):
         if self.contact is None:
             cands = None
         elif self._cl is not None:
-            cands = self._cl.segment(self.D.to_x(x0), self.D.to_x(x1))
+            xs0, xs1 = self.D.to_x(x0), self.D.to_x(x1)
+            cands = self._narrowed(self._cl.segment(xs0, xs1), xs0, xs1)
         else:
             cands = self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1))
         self._ls_cands = cands
