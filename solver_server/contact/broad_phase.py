@@ -507,54 +507,6 @@ REGION_TOL = 1.0e-12   # round-off margin of the projections: this times the lar
 
 
 @njit(cache=True, fastmath=False)
-def axis_faces(x, faces, vbody, nb):
-    """(nb, 3) int64 per body three of its faces (-1: none) whose normals at x (n, 3) (m) span the space as well
-    as its faces can: the largest face, the face most nearly perpendicular to it, then the face most nearly
-    perpendicular to both (a box: one face on each of three sides)."""
-    m = faces.shape[0]
-    nrm = np.zeros((m, 3))
-    area = np.zeros(m)
-    for f in range(m):
-        a, b, c = faces[f, 0], faces[f, 1], faces[f, 2]
-        u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
-        v0, v1, v2 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
-        n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
-        r = np.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
-        area[f] = r
-        if r > 0.0:
-            nrm[f, 0], nrm[f, 1], nrm[f, 2] = n0 / r, n1 / r, n2 / r
-    out = np.full((nb, 3), -1, dtype=np.int64)
-    best = np.full(nb, -1.0)
-    for f in range(m):
-        b = vbody[faces[f, 0]]
-        if area[f] > 0.0 and area[f] > best[b]:
-            best[b] = area[f]
-            out[b, 0] = f
-    best[:] = np.inf
-    for f in range(m):
-        b = vbody[faces[f, 0]]
-        g = out[b, 0]
-        if area[f] > 0.0 and g >= 0:
-            d = abs(nrm[f, 0] * nrm[g, 0] + nrm[f, 1] * nrm[g, 1] + nrm[f, 2] * nrm[g, 2])
-            if d < best[b]:
-                best[b] = d
-                out[b, 1] = f
-    best[:] = 0.0
-    for f in range(m):
-        b = vbody[faces[f, 0]]
-        g, h = out[b, 0], out[b, 1]
-        if area[f] > 0.0 and g >= 0 and h >= 0:
-            c0 = nrm[g, 1] * nrm[h, 2] - nrm[g, 2] * nrm[h, 1]
-            c1 = nrm[g, 2] * nrm[h, 0] - nrm[g, 0] * nrm[h, 2]
-            c2 = nrm[g, 0] * nrm[h, 1] - nrm[g, 1] * nrm[h, 0]
-            d = abs(nrm[f, 0] * c0 + nrm[f, 1] * c1 + nrm[f, 2] * c2)
-            if d > 1e-6 and d > best[b]:
-                best[b] = d
-                out[b, 2] = f
-    return out
-
-
-@njit(cache=True, fastmath=False)
 def _body_dirs(x, faces, axf):
     """(nb, 3, 3) unit normals at x (n, 3) of the faces axf (nb, 3) (axis_faces); zero rows for -1 or a
     degenerate face (a zero direction cuts nothing)."""

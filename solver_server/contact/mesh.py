@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from numba import njit
 
 
 def edges_from_faces(faces: np.ndarray) -> np.ndarray:
@@ -21,6 +22,54 @@ def edges_from_faces(faces: np.ndarray) -> np.ndarray:
     e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     e.sort(axis=1)
     return np.unique(e, axis=0).astype(np.int32)
+
+
+@njit(cache=True, fastmath=False)
+def choose_axis_faces(x, faces, vbody, nb):
+    """(nb, 3) int64 per body three of its faces (-1: none) whose normals at x (n, 3) (m) span the space as well
+    as its faces can: the largest face, the face most nearly perpendicular to it, then the face most nearly
+    perpendicular to both (a box: one face on each of three sides)."""
+    m = faces.shape[0]
+    nrm = np.zeros((m, 3))
+    area = np.zeros(m)
+    for f in range(m):
+        a, b, c = faces[f, 0], faces[f, 1], faces[f, 2]
+        u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+        v0, v1, v2 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
+        n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+        r = np.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+        area[f] = r
+        if r > 0.0:
+            nrm[f, 0], nrm[f, 1], nrm[f, 2] = n0 / r, n1 / r, n2 / r
+    out = np.full((nb, 3), -1, dtype=np.int64)
+    best = np.full(nb, -1.0)
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        if area[f] > 0.0 and area[f] > best[b]:
+            best[b] = area[f]
+            out[b, 0] = f
+    best[:] = np.inf
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        g = out[b, 0]
+        if area[f] > 0.0 and g >= 0:
+            d = abs(nrm[f, 0] * nrm[g, 0] + nrm[f, 1] * nrm[g, 1] + nrm[f, 2] * nrm[g, 2])
+            if d < best[b]:
+                best[b] = d
+                out[b, 1] = f
+    best[:] = 0.0
+    for f in range(m):
+        b = vbody[faces[f, 0]]
+        g, h = out[b, 0], out[b, 1]
+        if area[f] > 0.0 and g >= 0 and h >= 0:
+            c0 = nrm[g, 1] * nrm[h, 2] - nrm[g, 2] * nrm[h, 1]
+            c1 = nrm[g, 2] * nrm[h, 0] - nrm[g, 0] * nrm[h, 2]
+            c2 = nrm[g, 0] * nrm[h, 1] - nrm[g, 1] * nrm[h, 0]
+            d = abs(nrm[f, 0] * c0 + nrm[f, 1] * c1 + nrm[f, 2] * c2)
+            if d > 1e-6 and d > best[b]:
+                best[b] = d
+                out[b, 2] = f
+    return out
 
 
 @dataclass
@@ -37,7 +86,7 @@ class CollisionMesh:
     face_offset: np.ndarray      # (F,) float64, m: max offset of the face's vertices
     edge_rest_len2: Optional[np.ndarray] = None  # (E,) m^2, for the edge-edge mollifier
     axis_faces: Optional[np.ndarray] = None      # (B, 3) int64: three faces of each body whose normals span the
-                                                 # space (broad_phase.axis_faces, at rest), for its culling
+                                                 # space (choose_axis_faces, at rest), for its culling
 
     @classmethod
     def build(cls, n_verts: int, faces: np.ndarray, edges: Optional[np.ndarray] = None,
@@ -98,9 +147,8 @@ class CollisionMesh:
         """axis_faces, chosen at x (n, 3) (m) when no rest shape fixed them (any faces serve; the choice only
         decides how much the broad phase culls, never which pairs it finds)."""
         if self.axis_faces is None:
-            from .broad_phase import axis_faces
-            self.axis_faces = axis_faces(np.ascontiguousarray(x, np.float64).reshape(-1, 3), self.faces,
-                                         self.vertex_body, self.n_bodies)
+            self.axis_faces = choose_axis_faces(np.ascontiguousarray(x, np.float64).reshape(-1, 3), self.faces,
+                                                self.vertex_body, self.n_bodies)
         return self.axis_faces
 
     def ensure_rest(self, x: np.ndarray) -> np.ndarray:
