@@ -373,6 +373,13 @@ class IncrementalPotential:
         return self.ab.search_step(x, p)
 
     @property
+    def slip_tail(self) -> bool:
+        """Newton's bounded exact friction tail (newton.SLIP_TAIL) runs where the per-island body step does (step_groups):
+        not on cloth, soft solids or rods (whose friction Hessian is the exact one already), nor on bodies with collision
+        shapes of more than BODY_STEP_MAX_VERTICES vertices on average (measured slower there, docs/solver.md item 13)."""
+        return self.step_groups is not None
+
+    @property
     def step_groups(self):
         """(n_z,) int64: the contact-mesh body of each row of z (a vertex row its vertex's body, an affine
         body's 4 rows the body of its contact vertices) for Newton's per-island step (body_step.py); None
