@@ -162,6 +162,48 @@ def slip_reversals(x, x1, x_prev, ids, coef, T, eps):
     return n
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _inward_bound(a0, a1, d0, d1, eps, depth):
+    """The first s > 0 at which the slip u(s) = a + s d (m) reaches |u| = min(|a|, eps) - depth eps; inf when it
+    never does or that radius is <= 0. Along a move the exact quadratic model of f0(|u|) at a errs only where |u|
+    falls inside the sticking zone below min(|a|, eps): the third derivative of f0 is -2 / eps^2 there and 0 on the
+    sliding line, so along u the model lies above f0 on every outward move and below it inward, by
+    (travel)^3 / (3 eps^2) (see slip_depth_bound)."""
+    y2 = a0 * a0 + a1 * a1
+    r = min(math.sqrt(y2), eps) - depth * eps
+    if r <= 0.0:
+        return np.inf
+    dd = d0 * d0 + d1 * d1
+    b = a0 * d0 + a1 * d1                      # |u(s)|^2 = y2 + 2 b s + dd s^2
+    c = y2 - r * r                             # > 0
+    disc = b * b - dd * c
+    if b >= 0.0 or disc < 0.0:
+        return np.inf
+    return c / (-b + math.sqrt(disc))         # the smaller root (-b - sqrt(disc)) / dd, cancellation-free
+
+
+@njit(cache=True, fastmath=False)
+def slip_depth_bound(x, x1, x_prev, ids, coef, T, eps, depth):
+    """The largest fraction t in (0, 1] of the straight move x -> x1 over which no frozen friction pair's slip u (m,
+    from x_prev) travels more than depth x eps into the sticking zone below where it starts (below min(|u(x)|,
+    eps): _inward_bound), and the number of pairs that bound it below 1. A CCD for the exact friction model: the
+    exact Hessian's curvature along a slip is f1'(y), 2 / eps at rest and 0 from eps on (f0 is C^2 at eps), so a
+    sliding pair's exact Newton step sees no curvature and overshoots into the stiff sticking zone; bounded, the
+    pair lands depth x eps inside, where the next iteration re-linearises with a curvature of 2 depth / eps
+    (docs/solver.md "The body step", item 16)."""
+    t = 1.0
+    n = 0
+    for k in range(ids.shape[0]):
+        a0, a1 = tangent_displacement(x, x_prev, ids, coef, T, k)
+        b0, b1 = tangent_displacement(x1, x_prev, ids, coef, T, k)
+        s = _inward_bound(a0, a1, b0 - a0, b1 - a1, eps, depth)
+        if s < 1.0:
+            n += 1
+            if s < t:
+                t = s
+    return t, n
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _energy(x, x_prev, ids, coef, T, ml, eps):
     K = ids.shape[0]

@@ -247,6 +247,19 @@ class ContactTerms:
                                   np.ascontiguousarray(self.x_prev, np.float64).reshape(-1, 3),
                                   fs.ids, fs.coef, fs.T, EPS_V * h))
 
+    def slip_depth_bound(self, x: np.ndarray, x1: np.ndarray, h: float, depth: float):
+        """(t, n): the fraction of the move x -> x1 (vertex positions, m) over which every frozen friction pair's slip
+        stays on its branch of f0, and the number of pairs that bound it (contact/friction.py slip_depth_bound)."""
+        if self.fs is None or len(self.fs) == 0:
+            return 1.0, 0
+        from solver_server.contact.friction import slip_depth_bound
+        fs = self.fs
+        t, n = slip_depth_bound(np.ascontiguousarray(x, np.float64).reshape(-1, 3),
+                                 np.ascontiguousarray(x1, np.float64).reshape(-1, 3),
+                                 np.ascontiguousarray(self.x_prev, np.float64).reshape(-1, 3),
+                                 fs.ids, fs.coef, fs.T, EPS_V * h, float(depth))
+        return float(t), int(n)
+
     def friction_energy(self, x: np.ndarray, h: float, fs=ALL_FRICTION) -> float:
         fs = self.fs if fs is ALL_FRICTION else fs
         if fs is None:

@@ -220,6 +220,13 @@ class IncrementalPotential:
             return 0
         return self.contact.slip_reversals(self.D.to_x(x), self.D.to_x(x + p), self.h)
 
+    def slip_depth_bound(self, x: np.ndarray, p: np.ndarray, depth: float):
+        """(t, n): the fraction of the step p (DOF rows, m) over which no friction pair's slip changes branch of f0,
+        and how many pairs bound it (contact/friction.py slip_depth_bound; (1, 0) without friction)."""
+        if self.contact is None or self.contact.fs is None:
+            return 1.0, 0
+        return self.contact.slip_depth_bound(self.D.to_x(x), self.D.to_x(x + p), self.h, depth)
+
     def _barrier_derivs(self, x: np.ndarray, xs: np.ndarray):
         """contact.derivatives_bodies at x (the barrier's gradient and Hessian in one pass), kept for the
         hessian(x) that follows gradient(x) at the same iterate."""
@@ -365,6 +372,14 @@ class IncrementalPotential:
         if self.ab is None:
             return p
         return self.ab.search_step(x, p)
+
+    @property
+    def slip_tail(self) -> bool:
+        """Newton's bounded exact friction tail (newton.SLIP_TAIL) runs where the per-island body step does (step_groups):
+        not on cloth, soft solids or rods (whose friction Hessian is the exact one already), nor on bodies with collision
+        shapes of more than BODY_STEP_MAX_VERTICES vertices on average (measured slower there, docs/solver.md "The body
+        step", item 16)."""
+        return self.step_groups is not None
 
     @property
     def step_groups(self):

@@ -71,6 +71,48 @@ step residual 5e-6 m/s, force residual 0.1 -> 0.027 m/s over 40 iterations, at t
 but on the 1,000-prop bin the exact tail of frame 4 drifts (step residual 0.004 -> 0.02 m/s over 12 iterations)."""
 
 
+SLIP_TAIL = True
+"""The exact friction curvature in the tail of a step, each step bounded by a CCD on the friction slips (issue 19,
+docs/solver.md "The body step", item 16). Once the Newton step has passed the tolerance while the force residual has
+not (the majorizer's crawl of item 12), or the force residual has crawled (fallen by less than 1 - SLIP_STALL[1] over
+SLIP_STALL[0] iterations without a rise of more than SLIP_STALL_RISE in any), the friction Hessian is the exact one for
+the rest of the solve (``exact_friction``: f1'(y) along each slip instead of the majorizer's f1(y) / y). f0 is C^2 and
+convex, so that Hessian is PSD and continuous, but its curvature along a slip runs from 2 / eps at rest to 0 at eps:
+a sliding pair's step sees no curvature and overshoots into the stiff sticking zone. So the step taken is the Newton
+step cut to the largest fraction over which no pair's slip falls more than SLIP_DEPTH eps below min(|u|, eps)
+(``slip_depth_bound``; outward moves are free: there the exact model lies above f0), then re-linearised. The bounded
+step goes through the bent / per-island step and, if that takes nothing, a backtracking down to SLIP_ALPHA_MIN; when
+the bound is below SLIP_MIN or nothing is taken, the iteration solves again with the majorized Hessian and goes on as
+before (energy descent, CCD and validity as always). The stop test reads the iteration's own Newton step. Only where the
+objective's ``slip_tail`` is true (IncrementalPotential: the per-island body step runs, i.e. affine bodies with collision
+shapes of at most BODY_STEP_MAX_VERTICES vertices on average): on 100 Mesh cubes of 1,016 vertices (faces of ~1,000
+pairs coming to rest together) the bound cut the tail's steps to 3-7% for 10-20 iterations and the pile took more
+iterations than under the majorizer (item 16)."""
+SLIP_DEPTH = 0.25   # x eps: how far into the sticking zone a slip may travel in one exact step
+SLIP_MIN = 1e-3     # smallest bounded fraction worth taking (else the majorized step)
+SLIP_ALPHA_MIN = 0.1   # the bounded exact step's backtracking stops below this fraction (then the majorized step)
+SLIP_ALWAYS = False  # experiment (not kept): the bounded exact friction from the first iteration on
+SLIP_STALL_RISE = 1.1   # x: a rise of the force residual by more than this in one iteration is no crawl
+SLIP_STALL = (20, 0.7)   # also switch when the force residual fell by < 30% over the last 20 iterations, rising by at most SLIP_STALL_RISE in any
+SLIP_STATS = {"exact": 0, "bounded": 0, "fallback": 0}
+
+
+def _solve_step(obj, solver, H, g, free, shape):
+    pf = solver.solve(H, -g)
+    p = np.zeros(shape[0] * shape[1])
+    p[free] = pf
+    return pf, p.reshape(shape)
+
+
+def _majorized_step(obj, solver, x, g, free):
+    obj.exact_friction = False
+    try:
+        H = obj.hessian(x)
+    finally:
+        obj.exact_friction = True
+    return (H,) + _solve_step(obj, solver, H, g, free, x.shape)
+
+
 def _bent_step(obj, x: np.ndarray, p: np.ndarray):
     """The bent step to take for the Newton step p, or None. The objective's ``search_direction`` bends a
     step onto the bodies' rotations (for p itself: None when it offers no bend, i.e. returns p). Tried for
@@ -210,6 +252,10 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
     local = 0
     if free.size == 0:
         return NewtonResult(x, 0, True, 0.0, 0, 0.0)
+    hist = []
+    slip = SLIP_TAIL and getattr(obj, "slip_tail", True)
+    if slip and SLIP_ALWAYS and hasattr(obj, "exact_friction"):
+        obj.exact_friction = True
     for it in range(1, max_iter + 1):
         obj.prepare(x)
         g = obj.gradient(x)[free]
@@ -218,7 +264,19 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
         p = np.zeros(x.size)
         p[free] = pf
         p = p.reshape(-1, 3)
-        if getattr(obj, "exact_friction", False) and obj.slip_reversals(x, p) > 0:
+        exact = slip and getattr(obj, "exact_friction", False)
+        slip_a = 1.0
+        if exact:
+            SLIP_STATS["exact"] += 1
+            slip_a, _ = obj.slip_depth_bound(x, p, SLIP_DEPTH)
+            if slip_a < SLIP_MIN:
+                SLIP_STATS["fallback"] += 1
+                H, pf, p = _majorized_step(obj, solver, x, g, free)
+                exact = False
+                slip_a = 1.0
+            elif slip_a < 1.0:
+                SLIP_STATS["bounded"] += 1
+        elif getattr(obj, "exact_friction", False) and obj.slip_reversals(x, p) > 0:
             # the exact step turns a slip back across the kink: this iteration takes the majorized one
             obj.exact_friction = False
             H = obj.hessian(x)
@@ -229,7 +287,11 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
             p = p.reshape(-1, 3)
         res = stop_test.step_residual(pf, h)
         res_g = stop_test.net_force_residual(g, obj.mass_dofs, getattr(obj, "dof_group", None), h)
-        if EXACT_TAIL and res < tol and hasattr(obj, "exact_friction"):
+        hist.append(res_g)
+        stall = (slip and SLIP_STALL is not None and len(hist) > SLIP_STALL[0]
+                 and hist[-1] > SLIP_STALL[1] * hist[-1 - SLIP_STALL[0]]
+                 and all(hist[i] <= SLIP_STALL_RISE * hist[i - 1] for i in range(len(hist) - SLIP_STALL[0], len(hist))))
+        if (EXACT_TAIL or slip) and (res < tol or stall) and hasattr(obj, "exact_friction"):
             obj.exact_friction = True   # from the next iteration on (see EXACT_TAIL)
         if stop_test.converged(res, res_g, tol):
             alpha_max = obj.max_step(x, p)
@@ -239,7 +301,17 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
                 if obj.valid(xn) and E(xn) <= E(x):
                     x = xn
             return NewtonResult(x, it, True, res, fails, res_g, local)
-        q = _bent_step(obj, x, p)   # e.g. affine bodies' steps bent onto rotations
+        pt = p if slip_a >= 1.0 else slip_a * p
+        q = _bent_step(obj, x, pt)   # e.g. affine bodies' steps bent onto rotations
+        if q is None and exact:
+            xn = _backtrack(obj, x, pt, SLIP_ALPHA_MIN)   # the bounded exact step, halved at most a few times
+            if xn is not None:
+                q = xn - x
+        if q is None and exact:
+            # the bounded exact step was not taken: this iteration goes on with the majorized step
+            SLIP_STATS["fallback"] += 1
+            H, pf, p = _majorized_step(obj, solver, x, g, free)
+            q = _bent_step(obj, x, p)
         if q is not None:
             x = x + q
             obj.accepted(x)
