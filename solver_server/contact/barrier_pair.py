@@ -221,6 +221,24 @@ def _reconstruct(B, K, k, slots, ns, T, Hloc):
                 Hloc[Q, P] = v
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _involved_slots(kind, i0, i1, i2, slots):
+    """The slots a pair's Hessian involves, by its closest-feature kind, into slots[:ns]; returns ns (2 point-point,
+    3 point-edge, 4 otherwise)."""
+    if kind == KIND_PP:
+        slots[0] = i0
+        slots[1] = i1
+        return 2
+    if kind == KIND_PE:
+        slots[0] = i0
+        slots[1] = i1
+        slots[2] = i2
+        return 3
+    for i in range(4):
+        slots[i] = i
+    return 4
+
+
 @njit(cache=True, fastmath=False)
 def pair_gauss_newton(X, is_ee, off, epsx, dhat, sc):
     """Energy, gradient and Gauss-Newton Hessian weight of one pair at slot positions X (12,) (unit stiffness).
@@ -253,19 +271,7 @@ def pair_gauss_newton(X, is_ee, off, epsx, dhat, sc):
     for i in range(4):
         for a in range(3):
             g[3 * i + a] = wg * c[i] * r[a]
-    if kind == KIND_PP:
-        ns = 2
-        slots[0] = i0
-        slots[1] = i1
-    elif kind == KIND_PE:
-        ns = 3
-        slots[0] = i0
-        slots[1] = i1
-        slots[2] = i2
-    else:
-        ns = 4
-        for i in range(4):
-            slots[i] = i
+    ns = _involved_slots(kind, i0, i1, i2, slots)
     return barrier(s, dhat), wg, barrier_second_derivative(s, dhat) / d2, ns
 
 
@@ -325,20 +331,7 @@ def pair_terms(X, is_ee, off, epsx, dhat, want_hess, project, sc):
         i01 = -g01 / det
         i11 = g00 / det
     if not mollified:
-        # involved slots
-        if kind == KIND_PP:
-            ns = 2
-            slots[0] = i0
-            slots[1] = i1
-        elif kind == KIND_PE:
-            ns = 3
-            slots[0] = i0
-            slots[1] = i1
-            slots[2] = i2
-        else:
-            ns = 4
-            for i in range(4):
-                slots[i] = i
+        ns = _involved_slots(kind, i0, i1, i2, slots)
         # orthonormal basis B (12, k): c/|c| (x) e_a, q_j (x) n
         k = 3 + npar
         cn = math.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2] + c[3] * c[3])

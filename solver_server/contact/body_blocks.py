@@ -133,11 +133,28 @@ def _reduce_slots(H, ns, slot_v, nd, W, Tm, out, g):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def _gauss_newton_blocks(c, r, wg, w, ids, k, grp, wts, mode, P, cw, out, gout, g):
-    """Add pair k's gradient wg y and Gauss-Newton Hessian w y y^T (y = c (x) r) to group g's body rows and blocks:
-    body n's rows get wg cw_n (x) r, block (n0, n1) gets w (cw_n0 cw_n1^T) (x) (r r^T) (see barrier_group_blocks)."""
-    has0 = False
-    has1 = False
+def _add_kron_blocks(cw, A, out, g):
+    """out[g, n0 + n1] += (cw_n0 cw_n1^T) (x) A for n0 <= n1 (row 3 i + a, column 3 j + b): the body blocks of a pair
+    whose slot block (i, j) is c_i c_j A, cw_n = sum_{slots i on body n} c_i w_i (a zero row: no slot on that body)."""
+    for n0 in range(2):
+        for n1 in range(n0, 2):
+            bi = n0 + n1
+            for i in range(4):
+                ci = cw[n0, i]
+                if ci == 0.0:
+                    continue
+                for j in range(4):
+                    cij = ci * cw[n1, j]
+                    if cij == 0.0:
+                        continue
+                    for a in range(3):
+                        for b in range(3):
+                            out[g, bi, 3 * i + a, 3 * j + b] += cij * A[a, b]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _body_weights(c, ids, k, grp, wts, mode, P, cw):
+    """cw (2, 4): cw_n = sum_{slots i of pair k on body n} c_i w_i (n = 0 body P, 1 the other; fixed slots dropped)."""
     for n in range(2):
         for i in range(4):
             cw[n, i] = 0.0
@@ -147,37 +164,23 @@ def _gauss_newton_blocks(c, r, wg, w, ids, k, grp, wts, mode, P, cw, out, gout, 
         if cu == 0.0 or mode[v] == 2:
             continue
         n = 0 if grp[v] == P else 1
-        if n == 0:
-            has0 = True
-        else:
-            has1 = True
         for i in range(4):
             cw[n, i] += cu * wts[v, i]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _gauss_newton_blocks(c, r, wg, w, ids, k, grp, wts, mode, P, cw, A, out, gout, g):
+    """Add pair k's gradient wg y and Gauss-Newton Hessian w y y^T (y = c (x) r) to group g's body rows and blocks:
+    body n's rows get wg cw_n (x) r, block (n0, n1) gets (cw_n0 cw_n1^T) (x) (w r r^T) (see barrier_group_blocks)."""
+    _body_weights(c, ids, k, grp, wts, mode, P, cw)
     for n in range(2):
-        if (n == 0 and not has0) or (n == 1 and not has1):
-            continue
         for i in range(4):
             for a in range(3):
                 gout[g, n, 3 * i + a] += wg * cw[n, i] * r[a]
-    for n0 in range(2):
-        if (n0 == 0 and not has0) or (n0 == 1 and not has1):
-            continue
-        for n1 in range(n0, 2):
-            if n1 == 1 and not has1:
-                continue
-            bi = n0 + n1
-            for i in range(4):
-                ci = w * cw[n0, i]
-                if ci == 0.0:
-                    continue
-                for j in range(4):
-                    cij = ci * cw[n1, j]
-                    if cij == 0.0:
-                        continue
-                    for a in range(3):
-                        ra = cij * r[a]
-                        for b in range(3):
-                            out[g, bi, 3 * i + a, 3 * j + b] += ra * r[b]
+    for a in range(3):
+        for b in range(3):
+            A[a, b] = w * r[a] * r[b]
+    _add_kron_blocks(cw, A, out, g)
 
 
 @njit(cache=True, fastmath=False, parallel=True)
@@ -199,6 +202,7 @@ def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp,
         W = np.zeros((4, 4))
         nd = np.empty(4, np.int64)
         cw = np.empty((2, 4))
+        A = np.empty((3, 3))
         P = gP[g]
         for t in range(gstart[g], gstart[g + 1]):
             k = pairs[t]
@@ -210,7 +214,7 @@ def barrier_group_blocks(x, ids, is_ee, off, epsx, dhat, pairs, gstart, gP, grp,
                 if ns == 0:
                     continue
                 if ns > 0:
-                    _gauss_newton_blocks(sc.coef, sc.diff, wg, w, ids, k, grp, wts, mode, P, cw, out, gout, g)
+                    _gauss_newton_blocks(sc.coef, sc.diff, wg, w, ids, k, grp, wts, mode, P, cw, A, out, gout, g)
                     continue
             e, ns = pair_terms(X, is_ee[k], off[k], epsx[k], dhat, True, project, sc)
             if ns == 0:
@@ -324,31 +328,8 @@ def friction_group_blocks(x, x_prev, ids, coef, T, ml, eps, project, majv, pairs
         for t in range(gstart[g], gstart[g + 1]):
             k = pairs[t]
             friction_block(x, x_prev, ids, coef, T, ml, eps, project, majv, k, A)
-            for n in range(2):
-                for r in range(4):
-                    cw[n, r] = 0.0
-            for i in range(4):
-                ci = coef[k, i]
-                v = ids[k, i]
-                if ci == 0.0 or mode[v] == 2:
-                    continue
-                n = 0 if grp[v] == P else 1
-                for r in range(4):
-                    cw[n, r] += ci * wts[v, r]
-            for n0 in range(2):
-                for n1 in range(n0, 2):
-                    bi = n0 + n1
-                    for i in range(4):
-                        ci = cw[n0, i]
-                        if ci == 0.0:
-                            continue
-                        for j in range(4):
-                            cij = ci * cw[n1, j]
-                            if cij == 0.0:
-                                continue
-                            for a in range(3):
-                                for b in range(3):
-                                    out[g, bi, 3 * i + a, 3 * j + b] += cij * A[a, b]
+            _body_weights(coef[k], ids, k, grp, wts, mode, P, cw)
+            _add_kron_blocks(cw, A, out, g)
     return out
 
 
