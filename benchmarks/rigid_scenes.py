@@ -204,7 +204,11 @@ def make(kind: str, frames: int, substeps: int = 1, size: int = 0) -> tuple:
     plane (the bin and the ramp are extra colliders); size: the scene's count (cubes, props, wall rows) when > 0."""
     fn = SCENES[kind]
     items = fn(size) if size > 0 and kind != "wall" else (fn(size, size) if size > 0 else fn())
-    G, GT, _ = grid_sheet((4.0, 4.0), (2, 2), center=(0.0, 0.0, 0.0))
+    # the ground: 4 m square, or wider where the scene reaches beyond it (30 dominoes run to x = 2.9 m: on the
+    # 4 m ground the last ten fell off its edge)
+    reach = max(float(np.abs(it[0].vertices[:, :2]).max()) for it in items)
+    side = max(4.0, 2.0 * math.ceil(reach + 0.5))
+    G, GT, _ = grid_sheet((side, side), (2, 2), center=(0.0, 0.0, 0.0))
     colliders = [Body("ground", "collider", G, GT, material=Material(friction=0.5))]
     if kind == "bin":
         # the ground 2 mm below the bin's floor (not coplanar: the crossing counts would count the two
@@ -239,6 +243,18 @@ def _fit(rest: np.ndarray, pos: np.ndarray) -> tuple:
     U, _, Wt = np.linalg.svd((pos - c).T @ (rest - c0))
     D = np.diag([1.0, 1.0, np.sign(np.linalg.det(U @ Wt))])
     return c, U @ D @ Wt
+
+
+def toppled(rests: list, poss: list, boxes: list, degrees: float = 30.0) -> int:
+    """How many box-shaped bodies have their local z axis (a domino's 20 cm height) turned more than ``degrees``
+    from the vertical in this frame (rotation fitted from rest to pos, times the box's rest rotation)."""
+    n = 0
+    for rest, pos, bx in zip(rests, poss, boxes):
+        if bx[0] is None:
+            continue
+        R = _fit(rest, pos)[1] @ bx[1]
+        n += int(abs(R[2, 2]) < math.cos(math.radians(degrees)))
+    return n
 
 
 def deepest(rests: list, poss: list, boxes: list) -> float:
@@ -314,7 +330,7 @@ def run_clearance(kind: str, frames: int, substeps: int = 1, size: int = 0, on_f
             "steps": frames * substeps, "cross": cross, "cross_shape": cross_shape, "depth": worst,
             "substeps": substeps, "bodies": len(names), "build": build, "frames": frames,
             "its_per_frame": its, "cpu_per_frame": cpu, "start": [x.mean(0) for x in rests],
-            "end": [p.mean(0) for p in pos]}
+            "end": [p.mean(0) for p in pos], "toppled": toppled(rests, pos, boxes) if kind == "dominoes" else None}
 
 
 def run_bullet(kind: str, frames: int, shape: str = "", size: int = 0) -> dict:
@@ -378,14 +394,16 @@ def run_bullet(kind: str, frames: int, shape: str = "", size: int = 0) -> dict:
                f"deepest {1e3 * worst:.2f} mm")
     return {"solver": f"Blender rigid body (Bullet), {label} shapes", "scene": kind, "frames": frames, "cpu": float(np.mean(cpu[1:])),
             "its": None, "missed": None, "steps": None, "cross": cross, "cross_shape": None, "depth": worst,
-            "substeps": None, "bodies": len(obs)}
+            "substeps": None, "bodies": len(obs),
+            "toppled": toppled(rests, pos, boxes) if kind == "dominoes" else None}
 
 
 def table(res: list, frames: int, load: str = "") -> list:
     """The scenes table (one row per solver and scene) and its caption; load: the load average to quote."""
     t = Table(["scene", "solver", "bodies", "frames", "CPU s / frame", "vs Bullet", "Newton it. / frame",
-               "unconverged steps", "crossings (meshes)", "crossings (collision shapes)", "deepest overlap (mm)"],
-              numeric=[False, False] + [True] * 9)
+               "unconverged steps", "crossings (meshes)", "crossings (collision shapes)", "deepest overlap (mm)",
+               "toppled (> 30 deg)"],
+              numeric=[False, False] + [True] * 10)
     for r in res:
         bul = next((q for q in res if q["scene"] == r["scene"] and "Bullet" in q["solver"]), None)
         sub = f" ({r['substeps']} substeps)" if r.get("substeps") and r["substeps"] > 1 else ""
@@ -393,9 +411,10 @@ def table(res: list, frames: int, load: str = "") -> list:
               f"{r['cpu'] / bul['cpu']:.0f}x" if bul and bul["cpu"] > 0 else "-",
               "-" if r["its"] is None else f"{r['its']:.1f}",
               "-" if r["missed"] is None else f"{r['missed']} of {r['steps']}", r["cross"],
-              "-" if r["cross_shape"] is None else r["cross_shape"], f"{1e3 * r['depth']:.2f}")
+              "-" if r["cross_shape"] is None else r["cross_shape"], f"{1e3 * r['depth']:.2f}",
+              "-" if r.get("toppled") is None else f"{r['toppled']} of {r['bodies']}")
     return [f"Rigid scenes at 24 fps, one run, one thread{(', load average ' + load) if load else ''}: stack (10 "
-            "boxes of 10 cm, 3 mm stagger), dominoes (10 of 2 x 10 x 20 cm, the first tipped 12 degrees), pile (27 "
+            "boxes of 10 cm, 3 mm stagger), dominoes (10 or 30 of 2 x 10 x 20 cm, 10 cm apart, the first tipped 12 degrees; toppled: turned more than 30 degrees at the last frame), pile (27 "
             "cubes in three turned layers), pile100 / pile100_hull (100 cubes of 1,016 vertices in layers of 5 x 5, "
             "Mesh / Convex Hull shapes), bin (low-poly boxes, cylinders and convex rocks poured into a 0.8 x 0.8 m "
             "bin), wall (10 x 10 bricks hit by a 110 kg ball rolling off a ramp). Clearance: the Converged solver; "

@@ -38,3 +38,28 @@ def test_pile_of_1016_vertex_cubes(kind):
     assert r["cross_shape"] == 0 and r["cross"] == 0
     assert r["missed"] == 0
     assert min(s[2] - e[2] for s, e in zip(r["start"], r["end"])) > 0.0
+
+
+def test_the_ground_holds_a_long_line_of_dominoes():
+    """30 dominoes 10 cm apart reach x = 2.9 m: the ground grows beyond the line (on the 4 m square the last ten
+    stood off its edge and fell forever); the other scenes keep the 4 m square."""
+    sc, _ = rs.make("dominoes", 2, 2, 30)
+    ground = next(b for b in sc.bodies if b.name == "ground")
+    line = np.concatenate([b.vertices for b in sc.bodies if b.role == "stiff"])
+    assert ground.vertices[:, 0].max() > line[:, 0].max() + 0.4
+    assert ground.vertices[:, 0].min() < line[:, 0].min() - 0.4
+    sc, _ = rs.make("dominoes", 2, 2, 10)
+    assert np.ptp(next(b for b in sc.bodies if b.name == "ground").vertices[:, 0]) == 4.0
+
+
+def test_toppled_counts_the_boxes_turned_past_the_angle():
+    """toppled(): a box turned 45 degrees about x counts, one turned 20 degrees does not, a non-box never."""
+    rest = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-2, 2)], float)
+
+    def turned(deg):
+        a = np.radians(deg)
+        R = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+        return rest @ R.T + [0.5, 0.0, 1.0]
+
+    boxes = [((1, 1, 2), np.eye(3), "BOX"), ((1, 1, 2), np.eye(3), "BOX"), (None, np.eye(3), "CONVEX_HULL")]
+    assert rs.toppled([rest] * 3, [turned(45), turned(20), turned(90)], boxes) == 1
