@@ -59,8 +59,21 @@ def element_boxes(x0, x1, elems, pad):
 
 @njit(cache=True, fastmath=False, inline="always")
 def _hash(ix, iy, iz, size):
+    """Bucket of cell (ix, iy, iz) in a table of size buckets, a power of two (_table_size): a mask, not a division.
+    Which cells share a bucket never changes the pairs found nor their order: a query reports a target only from
+    the cell holding the lower corner of their overlap, scanning the cells in order and a bucket's entries in target
+    order (a target's entries in one bucket are adjacent, and the repeat is skipped)."""
     h = (ix * 73856093) ^ (iy * 19349663) ^ (iz * 83492791)
-    return h % size if h >= 0 else (-h) % size
+    return h & (size - 1)
+
+
+@njit(cache=True, fastmath=False)
+def _table_size(nt):
+    """Hash table size for nt targets: the least power of two >= max(1024, 2 nt)."""
+    s = 1024
+    while s < 2 * nt:
+        s *= 2
+    return s
 
 
 @njit(cache=True, fastmath=False)
@@ -279,7 +292,7 @@ def hash_grid(qlo, qhi, tlo, thi):
     if not cell > 0.0:
         cell = 1.0
     inv_cell = 1.0 / cell
-    size = max(1024, 2 * nt)
+    size = _table_size(nt)
     start, items, boxes, big = _build_table(tlo, thi, origin, inv_cell, size)
     return origin, inv_cell, size, start, items, boxes, big
 
@@ -619,7 +632,7 @@ def cull_grid(qlo, qhi, qrows, tlo, thi, trows):
     cell = CELL_FACTOR * max(ext / nt, qext / nq)
     if not cell > 0.0:
         cell = 1.0
-    return origin, 1.0 / cell, max(1024, 2 * nt)
+    return origin, 1.0 / cell, _table_size(nt)
 
 
 def region_culled_boxes(x0, x1, mesh: CollisionMesh, pad):

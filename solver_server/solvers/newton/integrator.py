@@ -104,6 +104,7 @@ class IncrementalPotential:
         self._cl = cand_list
         self._ecache = []
         self._derivs = None      # (candidates, x, barrier derivatives) of the last gradient (_barrier_derivs)
+        self._g_gravity = None   # gradient's gravity term h^2 m g (3 n_z,), computed once
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._narrow = None        # (list's candidates, lo, hi, its pairs near the segment lo..hi): _narrowed
@@ -180,7 +181,9 @@ class IncrementalPotential:
     def gradient(self, x: np.ndarray) -> np.ndarray:
         h2 = self.h * self.h
         g = (self.M3 * (x - self.x_tilde).ravel())
-        g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        if self._g_gravity is None:   # h^2 m g per DOF: the same for every iterate of the step
+            self._g_gravity = h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        g -= self._g_gravity
         g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
         if self.damping is not None:
             g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
