@@ -399,6 +399,20 @@ def barrier_hessian_bodies(x: np.ndarray, cands, mesh, dhat: float, kappa: float
     return barrier_derivatives_bodies(x, cands, mesh, dhat, kappa, info, project_psd)[2:]
 
 
+def _friction_groups(fs, info: BodyInfo):
+    """(sorted pairs, group starts, P, Q, keys) of the frozen friction pairs fs grouped by body pair (pair_body_keys,
+    group_pairs): they depend on fs's slots and the DOF map alone, so they are kept on fs for the step's Newton
+    iterations (fs is frozen for the step) while its ids and info's arrays are the same objects."""
+    c = getattr(fs, "_groups", None)
+    if c is not None and c[0] is fs.ids and c[1] is info.grp and c[2] is info.mode and c[3] == info.G:
+        return c[4]
+    allp = np.arange(len(fs), dtype=np.int64)
+    key = pair_body_keys(fs.ids, allp, info.grp, info.mode, info.G)
+    out = group_pairs(allp, key, info.G) + (key,)
+    fs._groups = (fs.ids, info.grp, info.mode, info.G, out)
+    return out
+
+
 def friction_hessian_bodies(x: np.ndarray, x_prev: np.ndarray, fs, eps_v_h: float, info: BodyInfo,
                             majorize=None, project_psd: bool = True):
     """friction_hessian split as barrier_hessian_bodies: (vertex-space COO triplets of the pairs touching a free
@@ -410,9 +424,7 @@ def friction_hessian_bodies(x: np.ndarray, x_prev: np.ndarray, fs, eps_v_h: floa
     if len(fs) == 0:
         return empty_v, empty_b
     with threads_for(len(fs)):
-        allp = np.arange(len(fs), dtype=np.int64)
-        key = pair_body_keys(fs.ids, allp, info.grp, info.mode, info.G)
-        srt, gstart, gP, gQ = group_pairs(allp, key, info.G)
+        srt, gstart, gP, gQ, key = _friction_groups(fs, info)
         blocks = empty_b
         if srt.size:
             out = friction_group_blocks(x, x_prev, fs.ids, fs.coef, fs.T, fs.mu_lambda, float(eps_v_h),

@@ -102,6 +102,111 @@ def swept_near_mask(x0, x1, ids, is_ee, off, limit):
     return keep
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _swept_near(x0, x1, ids, is_ee, off, limit, k):
+    """swept_near_mask's test of pair k (True: keep). An axis whose gap alone exceeds (limit + off) (1 + 1e-6)
+    decides at once: the full gap sqrt(g2) is at least that axis' gap (to round-off far below 1e-6 relative), so
+    sqrt(g2) - off > limit there as well (for off >= 0 and limit > 0; else no shortcut); every other pair takes
+    the full test, so the answer is the same."""
+    na = 2 if is_ee[k] else 1
+    cut = (limit + off[k]) * (1.0 + 1e-6) if off[k] >= 0.0 and limit > 0.0 else np.inf
+    g2 = 0.0
+    for a in range(3):
+        alo = np.inf
+        ahi = -np.inf
+        blo = np.inf
+        bhi = -np.inf
+        for i in range(4):
+            v = ids[k, i]
+            lo = min(x0[v, a], x1[v, a])
+            hi = max(x0[v, a], x1[v, a])
+            if i < na:
+                alo = min(alo, lo)
+                ahi = max(ahi, hi)
+            else:
+                blo = min(blo, lo)
+                bhi = max(bhi, hi)
+        gap = max(blo - ahi, alo - bhi, 0.0)
+        if gap > cut:
+            return False
+        g2 += gap * gap
+    return math.sqrt(g2) - off[k] <= limit
+
+
+@njit(cache=True, fastmath=False, parallel=True)
+def swept_near_subset(x0, x1, ids, is_ee, off, epsx, pt, ee, limit):
+    """swept_near_mask and the cut of the kept pairs in one pass: (pt rows, ee rows, ids, is_ee, off, epsx) of the
+    pairs marked 1, in their order (pairs 0 .. npt - 1 are pt's rows, the rest ee's, as their PairSet). Chunks
+    count their kept pairs, then write them at their prefix offsets: the output does not depend on the threads."""
+    K = ids.shape[0]
+    npt = pt.shape[0]
+    keep = np.zeros(K, np.uint8)
+    nch = max(1, min(K, 64))
+    cnt = np.zeros(nch + 1, np.int64)
+    cpt = np.zeros(nch + 1, np.int64)
+    for ch in prange(nch):
+        c = 0
+        cp = 0
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            if _swept_near(x0, x1, ids, is_ee, off, limit, k):
+                keep[k] = 1
+                c += 1
+                if k < npt:
+                    cp += 1
+        cnt[ch + 1] = c
+        cpt[ch + 1] = cp
+    for ch in range(nch):
+        cnt[ch + 1] += cnt[ch]
+        cpt[ch + 1] += cpt[ch]
+    n = cnt[nch]
+    mpt = cpt[nch]
+    opt = np.empty((mpt, 2), np.int32)
+    oee = np.empty((n - mpt, 2), np.int32)
+    oids = np.empty((n, 4), np.int32)
+    oisee = np.empty(n, np.uint8)
+    ooff = np.empty(n)
+    oeps = np.empty(n)
+    for ch in prange(nch):
+        j = cnt[ch]
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            if keep[k] == 0:
+                continue
+            if k < npt:
+                opt[j, 0] = pt[k, 0]
+                opt[j, 1] = pt[k, 1]
+            else:
+                oee[j - mpt, 0] = ee[k - npt, 0]
+                oee[j - mpt, 1] = ee[k - npt, 1]
+            for i in range(4):
+                oids[j, i] = ids[k, i]
+            oisee[j] = is_ee[k]
+            ooff[j] = off[k]
+            oeps[j] = epsx[k]
+            j += 1
+    return opt, oee, oids, oisee, ooff, oeps
+
+
+def swept_near_pairs(cands: Candidates, mesh: CollisionMesh, x0: np.ndarray, x1: np.ndarray,
+                     limit: float) -> Candidates:
+    """sub_pairs(cands, mesh, x0, swept_near_mask(x0, x1, ..., limit)) in one kernel (swept_near_subset): the same
+    candidates and PairSet, byte for byte. x0, x1 (n, 3) float64 contiguous, m; limit m."""
+    ps = pair_set(cands, mesh, x0)
+    pt = np.asarray(cands.pt).reshape(-1, 2)
+    ee = np.asarray(cands.ee).reshape(-1, 2)
+    if not (pt.dtype == np.int32 and ee.dtype == np.int32):
+        keep = swept_near_mask(x0, x1, ps.ids, ps.is_ee, ps.off, limit)
+        return sub_pairs(cands, mesh, x0, keep)
+    opt, oee, oids, oisee, ooff, oeps = swept_near_subset(x0, x1, ps.ids, ps.is_ee, ps.off, ps.epsx,
+                                                          np.ascontiguousarray(pt), np.ascontiguousarray(ee),
+                                                          float(limit))
+    sub = Candidates(opt, oee)
+    sp = PairSet.__new__(PairSet)
+    sp.ids, sp.is_ee, sp.off, sp.epsx = oids, oisee, ooff, oeps
+    sub._pairs = sp
+    sub._pairs_mesh = mesh
+    return sub
+
+
 def sub_pairs(cands: Candidates, mesh: CollisionMesh, x: np.ndarray, keep: np.ndarray) -> Candidates:
     """The candidates of cands marked in keep (K,) (point-triangle rows first, as their PairSet), in their order,
     with their PairSet cut from cands' (no new gathering)."""

@@ -135,6 +135,80 @@ def _classify(x, ids, is_ee, off, epsx, dhat):
     return ns
 
 
+@njit(cache=True, fastmath=False, parallel=True)
+def _energy_classify(x, ids, is_ee, off, epsx, dhat):
+    """(_energy, _classify) at x in one pass: the energy adds the same terms in the same chunks and order as
+    _energy (pair_energy's steps, written out to keep the edge-edge cross norm for the classification), so the same
+    bits; ns is _classify's. The line search's energies then leave the classification of the point Newton accepts
+    (its gradient and Hessian follow with the same candidates) already done (_layout)."""
+    K = ids.shape[0]
+    nch = _chunks(K)
+    e = np.zeros(nch)
+    ns = np.zeros(K, dtype=np.int8)
+    for ch in prange(nch):
+        X = np.empty(12)
+        acc = 0.0
+        for k in range(ch * K // nch, (ch + 1) * K // nch):
+            for i in range(4):
+                for a in range(3):
+                    X[3 * i + a] = x[ids[k, i], a]
+            if far_apart(X, is_ee[k], off[k], dhat):
+                continue
+            kind, i0, i1, i2, i3, d2 = pair_stencil_local(X, is_ee[k])
+            s = math.sqrt(d2) - off[k]
+            if s >= dhat:
+                acc += 0.0
+                continue
+            b = barrier(s, dhat)
+            if is_ee[k]:
+                c = cross_norm2_value(X)
+                m, m1, m2 = mollifier(c, epsx[k])
+                acc += m * b
+                if c < epsx[k]:
+                    ns[k] = 4
+                    continue
+            else:
+                acc += b
+            if kind == KIND_PP:
+                ns[k] = 2
+            elif kind == KIND_PE:
+                ns[k] = 3
+            else:
+                ns[k] = 4
+        e[ch] = acc
+    return ordered_sum(e), ns
+
+
+@njit(cache=True, fastmath=False)
+def _same_bytes(a, b):
+    """True when the int64 arrays a and b (float64 positions viewed as int64) are equal entry for entry."""
+    fa = a.ravel()
+    fb = b.ravel()
+    if fa.size != fb.size:
+        return False
+    for k in range(fa.size):
+        if fa[k] != fb[k]:
+            return False
+    return True
+
+
+CLASSIFIED_KEPT = 2   # classifications an energy pass leaves on its PairSet (the line search's trial point and start)
+
+
+def _remember_classes(ps, x, dhat, ns):
+    """Keep ns, the classification of ps's pairs at x (byte copy kept) for _layout, with the last CLASSIFIED_KEPT."""
+    kept = getattr(ps, "_classes", [])
+    ps._classes = (kept + [(dhat, np.array(x), ns)])[-CLASSIFIED_KEPT:]
+
+
+def _recalled_classes(ps, x, dhat):
+    """The classification an energy pass left for x (same bytes) and dhat, or None."""
+    for d, kx, ns in getattr(ps, "_classes", ()):
+        if d == dhat and kx.shape == x.shape and _same_bytes(kx.view(np.int64), x.view(np.int64)):
+            return ns
+    return None
+
+
 @njit(cache=True, fastmath=False)
 def _active_layout(ns):
     """Active pair indices and the start of each active pair's Hessian blocks (ns^2 blocks each)."""
@@ -216,7 +290,9 @@ def _layout(x, ps, dhat):
     cache = getattr(ps, "_layout", None)
     if cache is not None and cache[0] == dhat and cache[1].shape == x.shape and np.array_equal(cache[1], x):
         return cache[2], cache[3]
-    ns = _classify(x, ps.ids, ps.is_ee, ps.off, ps.epsx, dhat)
+    ns = _recalled_classes(ps, x, dhat)
+    if ns is None:
+        ns = _classify(x, ps.ids, ps.is_ee, ps.off, ps.epsx, dhat)
     active, bstart = _active_layout(ns)
     ps._layout = (dhat, x.copy(), active, bstart)
     return active, bstart
@@ -227,7 +303,9 @@ def _barrier_energy_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, 
     x, ps = _prep(x, cands, mesh)
     if len(ps) == 0:
         return 0.0
-    return float(kappa) * float(_energy(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat)))
+    e, ns = _energy_classify(x, ps.ids, ps.is_ee, ps.off, ps.epsx, float(dhat))
+    _remember_classes(ps, x, float(dhat), ns)
+    return float(kappa) * float(e)
 
 
 def _barrier_gradient_impl(x: np.ndarray, cands: Candidates, mesh: CollisionMesh, dhat: float,

@@ -188,15 +188,13 @@ class ContactTerms:
         the same energy, derivatives, active set and CCD on the segment and at any positions whose every vertex
         lies in the box of its own two ends, over fewer pairs (most of a Verlet list's candidates are beyond dhat
         and stay there over a Newton step)."""
-        from solver_server.contact.pairs import pair_set, swept_near_mask, sub_pairs
+        from solver_server.contact.pairs import swept_near_pairs
         from solver_server.contact.potential import FAR_MARGIN
         from solver_server.threads import threads_for
         x0 = np.ascontiguousarray(x0, np.float64).reshape(-1, 3)
         x1 = np.ascontiguousarray(x1, np.float64).reshape(-1, 3)
-        ps = pair_set(cands, self.mesh, x0)
-        with threads_for(len(ps)):
-            keep = swept_near_mask(x0, x1, ps.ids, ps.is_ee, ps.off, self.dhat * (1.0 + FAR_MARGIN))
-        return sub_pairs(cands, self.mesh, x0, keep)
+        with threads_for(len(cands)):
+            return swept_near_pairs(cands, self.mesh, x0, x1, self.dhat * (1.0 + FAR_MARGIN))
 
     # --- friction (lagged: normal forces and tangent bases frozen at x_prev) --------------------
     def friction_setup(self, x: np.ndarray, cands) -> None:

@@ -342,3 +342,29 @@ def test_segment_sub_list_keeps_every_pair_that_comes_within_dhat_and_the_same_c
             gs = ct.derivatives_bodies(x, sub, info)[1]
             assert np.abs(gs - gf).max() <= 1e-12 * max(np.abs(gf).max(), 1e-300)
     assert fractions[0] < 0.95 and all(f <= 1.0 for f in fractions)
+
+
+def test_friction_groups_kept_on_the_frozen_pairs_give_the_same_bytes():
+    """The friction pairs' body-pair groups are kept on the frozen FrictionSet (body_blocks._friction_groups): a
+    second assembly reuses them and returns the bytes of an assembly that groups afresh; new slot arrays regroup."""
+    run = Run(_scene(4))
+    run.advance(4)
+    ct, st = run.b.contact, run.b.stepper
+    ip = _potential(run, True)
+    info, xs = ip._body_info, run.s.dof_map.to_x(st.x)
+    fs = ct.fs
+    assert fs is not None and len(fs)
+
+    def assemble():
+        (rv, cv, vv), (blk, ga, gb) = friction_hessian_bodies(xs, ct.x_prev, fs, 1e-4 * st.h, info,
+                                                              majorize=ct.majorize_v)
+        return b"".join(np.ascontiguousarray(a).tobytes() for a in (rv, cv, vv, blk, ga, gb))
+
+    if hasattr(fs, "_groups"):
+        del fs._groups
+    first = assemble()
+    kept = fs._groups
+    assert assemble() == first and fs._groups is kept           # reused
+    fs.ids = fs.ids.copy()                                       # other slot arrays: grouped again, same bytes
+    assert assemble() == first and fs._groups is not kept
+    assert len(kept[4][0]) > 0 and len(kept[4][2]) > 1          # pairs in more than one body pair

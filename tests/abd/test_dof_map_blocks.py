@@ -50,3 +50,35 @@ def test_grouped_pull_equals_dense_JtHJ():
     assert len(vo) < m * 4          # 4 block pairs of 144 + the spread free-vertex entries, not 16 per entry
     # the scratch table is left clean for the next call
     assert (D._table == -1).all()
+
+
+def test_to_x_kernel_and_positions_cache_same_bytes():
+    """to_x's kernel for 4 consecutive rows a vertex (_apply4) gives the bytes of the general _apply, and
+    positions() returns to_x's bytes: the kept array for a z of the same bytes, a new one otherwise (also when z
+    differs only in one entry, or in the sign of a zero)."""
+    from solver_server.model.dof_map import _apply
+    rng = np.random.default_rng(5)
+    D = _map(rng)
+    assert D._w4 is not None
+    z = rng.normal(size=(D.n_z, 3))
+    ref = np.array(z[:D.n_x])
+    _apply(z, D.slaved, D.ptr, D.rows, D.w, ref)
+    got = D.to_x(z)
+    assert got.tobytes() == ref.tobytes()
+    a = D.positions(z)
+    assert a.tobytes() == ref.tobytes()
+    assert D.positions(z.copy()) is a                 # same bytes: the kept result
+    z2 = z.copy()
+    z2[-1, 2] += 1e-12
+    b = D.positions(z2)
+    assert b is not a and b.tobytes() == D.to_x(z2).tobytes()
+    z3 = z.copy()
+    z3[0, 0] = 0.0
+    z4 = z3.copy()
+    z4[0, 0] = -0.0                                   # row 0 is a free vertex: its bytes are copied
+    c3, c4 = D.positions(z3), D.positions(z4)
+    assert c3 is not c4 and c4.tobytes() == D.to_x(z4).tobytes()
+    # older results drop out after POSITIONS_KEPT others
+    for k in range(D.POSITIONS_KEPT):
+        D.positions(z + k + 1.0)
+    assert D.positions(z) is not a and D.positions(z).tobytes() == ref.tobytes()

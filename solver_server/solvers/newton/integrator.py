@@ -104,6 +104,7 @@ class IncrementalPotential:
         self._cl = cand_list
         self._ecache = []
         self._derivs = None      # (candidates, x, barrier derivatives) of the last gradient (_barrier_derivs)
+        self._g_gravity = None   # gradient's gravity term h^2 m g (3 n_z,), computed once
         self.cands = None
         self._ls_cands = None      # candidates of the last line-search segment
         self._narrow = None        # (list's candidates, lo, hi, its pairs near the segment lo..hi): _narrowed
@@ -152,13 +153,13 @@ class IncrementalPotential:
             dp = x[self.pen_idx] - self.pen_target
             e += 0.5 * self.kappa_m * float((self.pen_w[:, None] * dp * dp).sum())
         if self.contact is not None:
-            xs = self.D.to_x(x)
+            xs = self.D.positions(x)
             e += h2 * self.contact.energy(xs, cands)
             e += h2 * self.contact.friction_energy(xs, self.h)
         return e
 
     def energy(self, x: np.ndarray) -> float:
-        cands = self.contact.candidates(self.D.to_x(x)) if self.contact is not None else None
+        cands = self.contact.candidates(self.D.positions(x)) if self.contact is not None else None
         return self._energy(x, cands)
 
     def prepare(self, x: np.ndarray) -> None:
@@ -169,9 +170,9 @@ class IncrementalPotential:
         if self._next_cands is not None:
             self.cands, self._next_cands = self._next_cands, None
         elif self._cl is not None:
-            self.cands = self._cl.at(self.D.to_x(x))
+            self.cands = self._cl.at(self.D.positions(x))
         else:
-            self.cands = self.contact.candidates(self.D.to_x(x))
+            self.cands = self.contact.candidates(self.D.positions(x))
 
     def accepted(self, x: np.ndarray) -> None:
         """x was accepted by the line search on the last segment: reuse its candidates at x."""
@@ -180,7 +181,9 @@ class IncrementalPotential:
     def gradient(self, x: np.ndarray) -> np.ndarray:
         h2 = self.h * self.h
         g = (self.M3 * (x - self.x_tilde).ravel())
-        g -= h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        if self._g_gravity is None:   # h^2 m g per DOF: the same for every iterate of the step
+            self._g_gravity = h2 * (np.where(self.dyn, self.m, 0.0)[:, None] * self.g[None, :]).ravel()
+        g -= self._g_gravity
         g[:3 * self.nx] += h2 * self.s.elastic.gradient(x[:self.nx])
         if self.damping is not None:
             g[:3 * self.nx] += self.h * self.damping.gradient(x[:self.nx] - self.x_hat[:self.nx])
@@ -193,7 +196,7 @@ class IncrementalPotential:
             gp[self.pen_idx] = self.kappa_m * self.pen_w[:, None] * (x[self.pen_idx] - self.pen_target)
             g += gp.ravel()
         if self.contact is not None:
-            xs = self.D.to_x(x)
+            xs = self.D.positions(x)
             if self._body_info is not None:
                 gv, gb, _, _ = self._barrier_derivs(x, xs)
                 gc = h2 * gv
@@ -218,14 +221,14 @@ class IncrementalPotential:
         slip_reversals; 0 without friction)."""
         if self.contact is None or self.contact.fs is None:
             return 0
-        return self.contact.slip_reversals(self.D.to_x(x), self.D.to_x(x + p), self.h)
+        return self.contact.slip_reversals(self.D.positions(x), self.D.positions(x + p), self.h)
 
     def slip_depth_bound(self, x: np.ndarray, p: np.ndarray, depth: float):
         """(t, n): the fraction of the step p (DOF rows, m) over which no friction pair's slip changes branch of f0,
         and how many pairs bound it (contact/friction.py slip_depth_bound; (1, 0) without friction)."""
         if self.contact is None or self.contact.fs is None:
             return 1.0, 0
-        return self.contact.slip_depth_bound(self.D.to_x(x), self.D.to_x(x + p), self.h, depth)
+        return self.contact.slip_depth_bound(self.D.positions(x), self.D.positions(x + p), self.h, depth)
 
     def _barrier_derivs(self, x: np.ndarray, xs: np.ndarray):
         """contact.derivatives_bodies at x (the barrier's gradient and Hessian in one pass), kept for the
@@ -259,7 +262,7 @@ class IncrementalPotential:
             ra, ca, va = self.ab.hessian(x, h2)
             H = H + free_block(ra, ca, va, self.dof_map, nf)
         if self.contact is not None:
-            xs = self.D.to_x(x)
+            xs = self.D.positions(x)
             if self._body_info is not None:
                 return H + self._contact_hessian_bodies(x, xs, nf)
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self.cands))
@@ -415,8 +418,8 @@ class IncrementalPotential:
         same set line_search_energy then reads for x + a p, a <= 1), else a swept broad phase and CCD."""
         a = 1.0
         if self.contact is not None:
-            xs = self.D.to_x(x)
-            ps = self.D.to_x(p)
+            xs = self.D.positions(x)
+            ps = self.D.positions(p)
             if self._cl is not None and self.contact.excluded is None:
                 # the part of the step inside the present list first: an impact there bounds the step without a
                 # new broad phase (a Newton step cut short by CCD mostly is); when that part is clear, the list
@@ -426,7 +429,7 @@ class IncrementalPotential:
                     a_in = self.contact.max_step_on(xs, t_in * ps, self._cl.cands)
                     if a_in < 1.0:
                         return min(a, a_in * t_in)
-                xs1 = self.D.to_x(x + p)
+                xs1 = self.D.positions(x + p)
                 cands = self._narrowed(self._cl.segment(xs, xs1), xs, xs1)
                 a = min(a, self.contact.max_step_on(xs, ps, cands))
             else:
@@ -453,10 +456,10 @@ class IncrementalPotential:
         if self.contact is None:
             cands = None
         elif self._cl is not None:
-            xs0, xs1 = self.D.to_x(x0), self.D.to_x(x1)
+            xs0, xs1 = self.D.positions(x0), self.D.positions(x1)
             cands = self._narrowed(self._cl.segment(xs0, xs1), xs0, xs1)
         else:
-            cands = self.contact.candidates_swept(self.D.to_x(x0), self.D.to_x(x1))
+            cands = self.contact.candidates_swept(self.D.positions(x0), self.D.positions(x1))
         self._ls_cands = cands
         return lambda x: self._energy(x, cands)
 
