@@ -73,8 +73,8 @@ def main():
         if log is not None:
             json.dump(log.recs, open(trace, "w"))
     print(f"total: {tot_t:.2f} s its {tot_i}", flush=True)
-    from solver_server.solvers.newton import newton as N, body_fraction as BF
-    print("stats:", N.SLIP_STATS, N.STRETCH_STATS, N.LANDING_STATS, BF.STATS, flush=True)
+    from solver_server.solvers.newton import newton as N
+    print("stats:", N.SLIP_STATS, flush=True)
 
 
 if __name__ == "__main__":
