@@ -89,25 +89,6 @@ def _chunks(n):
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _energy(x, ids, is_ee, off, epsx, dhat):
-    K = ids.shape[0]
-    nch = _chunks(K)
-    e = np.zeros(nch)
-    for ch in prange(nch):
-        X = np.empty(12)
-        acc = 0.0
-        for k in range(ch * K // nch, (ch + 1) * K // nch):
-            for i in range(4):
-                for a in range(3):
-                    X[3 * i + a] = x[ids[k, i], a]
-            if far_apart(X, is_ee[k], off[k], dhat):
-                continue
-            acc += pair_energy(X, is_ee[k], off[k], epsx[k], dhat)
-        e[ch] = acc
-    return ordered_sum(e)
-
-
-@njit(cache=True, fastmath=False, parallel=True)
 def _classify(x, ids, is_ee, off, epsx, dhat):
     """Per candidate: 0 if inactive (s >= dhat), else the number of slots its Hessian involves
     (2 point-point, 3 point-edge, 4 otherwise and for mollified edge-edge pairs)."""
@@ -137,9 +118,9 @@ def _classify(x, ids, is_ee, off, epsx, dhat):
 
 @njit(cache=True, fastmath=False, parallel=True)
 def _energy_classify(x, ids, is_ee, off, epsx, dhat):
-    """(_energy, _classify) at x in one pass: the energy adds the same terms in the same chunks and order as
-    _energy (pair_energy's steps, written out to keep the edge-edge cross norm for the classification), so the same
-    bits; ns is _classify's. The line search's energies then leave the classification of the point Newton accepts
+    """(energy, _classify) at x in one pass: the energy sums pair_energy over the candidates in _chunks(K) chunks
+    (pair_energy's steps written out, to keep the edge-edge cross norm for the classification; the same bits as a pass
+    of pair_energy itself, tests/ipc/test_energy_classify.py), ordered_sum over the chunks; ns is _classify's. The line search's energies then leave the classification of the point Newton accepts
     (its gradient and Hessian follow with the same candidates) already done (_layout)."""
     K = ids.shape[0]
     nch = _chunks(K)
