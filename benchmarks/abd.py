@@ -380,7 +380,7 @@ def section(quick: bool = False, cubes: int = 100, div: int = 13, frames: int = 
     Hessians reach the bodies' 12 x 12 blocks (model/dof_map.py: "spread", every vertex entry spread into 16
     triplets, the path before; "grouped", summed per body pair; "both": each shape run with both, same run);
     bent=on|off|both: Newton's full step bent towards rotations (bodies/affine.py rotation_following_step);
-    scenes=stack,dominoes,pile,pile100,pile100_hull,bin,wall: only the rigid-scenes table
+    scenes=stack,dominoes,pile,pile100,pile100_hull,pile100_rough,bin,wall: only the rigid-scenes table
     (benchmarks/rigid_scenes.py), scene_frames each (a scene given as name:size:frames takes its own size and
     frame count), Clearance (dominoes and pile with 2 substeps, the others 1, or scene_substeps when > 0) and
     Bullet (matching shapes) in the same run; body_step=on|off|both: Newton's per-island step bound for affine

@@ -1,6 +1,7 @@
 """Rigid-body scenes for the abd benchmark (``python -m benchmarks abd scenes=stack,dominoes,pile``): a stack
 of boxes, a row of dominoes, a pile of cubes (Box collision shapes), the issue's 100-cube pile of 1,016-vertex
-cubes on Mesh shapes (``pile100``) and on Convex Hull shapes (``pile100_hull``), low-poly props (boxes,
+cubes on Mesh shapes (``pile100``; their flat faces merge), on Convex Hull shapes (``pile100_hull``) and on
+Mesh shapes with 0.05 mm of vertex noise (``pile100_rough``: nothing merges, the dense path), low-poly props (boxes,
 cylinders, convex rocks, Convex Hull shapes) poured into a bin (``bin``, 1,000 props; ``bin:N`` for N), a
 10 x 10 brick wall hit by a heavy ball rolling off a ramp (``wall``; ``wall:R`` for R x R bricks), each baked
 by Clearance's Converged solver and by Blender's rigid body world (Bullet, the matching shapes: Box for boxes
@@ -35,9 +36,13 @@ def _rz(a: float) -> np.ndarray:
     return np.array([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0], [0.0, 0.0, 1.0]])
 
 
-def _cuboid(name, size, centre, R=None, div=2, density=500.0, friction=0.5, shape="box") -> tuple:
-    """(Body on collision shape ``shape``, half extents (3,), rest rotation (3, 3), Bullet shape "BOX")."""
+def _cuboid(name, size, centre, R=None, div=2, density=500.0, friction=0.5, shape="box", noise=0.0,
+            seed=0) -> tuple:
+    """(Body on collision shape ``shape``, half extents (3,), rest rotation (3, 3), Bullet shape "BOX"); noise > 0:
+    every vertex moved by up to ``noise`` metres along each axis (seeded), so that no two triangles share a plane."""
     V, T = box(size, center=(0.0, 0.0, 0.0), divisions=div)
+    if noise > 0.0:
+        V = V + np.random.default_rng(seed).uniform(-noise, noise, V.shape)
     R = np.eye(3) if R is None else R
     b = Body(name, "stiff", V @ R.T + np.asarray(centre, float), T,
              material=Material(density=density, friction=friction), collision_shape=shape)
@@ -110,13 +115,20 @@ def pile(n: int = 27, side: int = 3) -> list:
     return [_cuboid(f"c{i}", (0.1, 0.1, 0.1), c, R, div=4) for i, (c, R) in enumerate(placements(n, side))]
 
 
-def pile100(n: int = 100, shape: str = "mesh", div: int = 13) -> list:
+def pile100(n: int = 100, shape: str = "mesh", div: int = 13, noise: float = 0.0) -> list:
     """The issue's pile: n 10 cm cubes of 6 div^2 + 2 vertices (1,016 at div 13) in layers of 5 x 5 (the abd
-    benchmark's placements), collision shape ``shape``, density 500 kg/m^3, mu 0.3."""
+    benchmark's placements), collision shape ``shape``, density 500 kg/m^3, mu 0.3. On the Mesh shape the
+    cubes' flat faces merge (model/planar_merge.py): contact runs on their 8 corners and 12 triangles."""
     from .abd import placements
     side = 5 if n >= 25 else 3
-    return [_cuboid(f"c{i}", (0.1, 0.1, 0.1), c, R, div=div, friction=0.3, shape=shape)
+    return [_cuboid(f"c{i}", (0.1, 0.1, 0.1), c, R, div=div, friction=0.3, shape=shape, noise=noise, seed=i)
             for i, (c, R) in enumerate(placements(n, side))]
+
+
+def pile100_rough(n: int = 100) -> list:
+    """The same pile of 1,016-vertex cubes on Mesh shapes, each vertex moved by up to 0.05 mm (a scanned or
+    sculpted cube): no flat region merges, contact runs on all 2,028 triangles of each cube (the dense path)."""
+    return pile100(n, "mesh", noise=5e-5)
 
 
 def pile100_hull(n: int = 100) -> list:
@@ -194,8 +206,10 @@ def _ramp_collider() -> Body:
 
 
 SCENES = {"stack": stack, "dominoes": dominoes, "pile": pile, "pile100": pile100, "pile100_hull": pile100_hull,
+          "pile100_rough": pile100_rough,
           "bin": bin_props, "wall": wall}
 LABEL = {"stack": "Box", "dominoes": "Box", "pile": "Box", "pile100": "Mesh", "pile100_hull": "Convex Hull",
+         "pile100_rough": "Mesh (0.05 mm noise)",
          "bin": "Convex Hull", "wall": "Box, ball Sphere"}
 
 
@@ -416,7 +430,7 @@ def table(res: list, frames: int, load: str = "") -> list:
     return [f"Rigid scenes at 24 fps, one run, one thread{(', load average ' + load) if load else ''}: stack (10 "
             "boxes of 10 cm, 3 mm stagger), dominoes (10 or 30 of 2 x 10 x 20 cm, 10 cm apart, the first tipped 12 degrees; toppled: turned more than 30 degrees at the last frame), pile (27 "
             "cubes in three turned layers), pile100 / pile100_hull (100 cubes of 1,016 vertices in layers of 5 x 5, "
-            "Mesh / Convex Hull shapes), bin (low-poly boxes, cylinders and convex rocks poured into a 0.8 x 0.8 m "
+            "Mesh / Convex Hull shapes; pile100_rough: Mesh, every vertex moved by up to 0.05 mm so that no face is flat), bin (low-poly boxes, cylinders and convex rocks poured into a 0.8 x 0.8 m "
             "bin), wall (10 x 10 bricks hit by a 110 kg ball rolling off a ramp). Clearance: the Converged solver; "
             "Bullet: Blender's default world with the matching shapes (Box, Convex Hull, Sphere; default collision "
             "margin). CPU s / frame over frames 2 to the last; vs Bullet: over the same scene's Bullet row; "

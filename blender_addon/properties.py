@@ -63,7 +63,8 @@ STIFF_OUTPUT_ITEMS = [
 ]
 
 COLLISION_SHAPE_ITEMS = [
-    ("MESH", "Mesh", "Contact on the object's own surface (exact; cost grows with its vertex count)"),
+    ("MESH", "Mesh", "Contact on the object's own surface (exact; flat regions are merged into fewer triangles, "
+     "the same surface; otherwise the cost grows with its vertex count)"),
     ("CONVEX_HULL", "Convex Hull", "Contact on the convex hull of the object's vertices (computed by the solver)"),
     ("BOX", "Box", "Contact on the object's bounding box in its own axes (8 vertices: cheapest)"),
     ("SPHERE", "Sphere", "Contact on a 162-vertex icosphere enclosing the object's bounding sphere"),

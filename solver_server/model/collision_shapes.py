@@ -4,6 +4,9 @@ proxy mesh the client sends. Built once at the start frame in world space (metre
 then slaved to the body (x = A X + p) like a mesh body's vertices, and the body's own vertices follow the same
 map for output (solver_server/bodies/affine.py, ``AffineBodies.render_positions``).
 
+- mesh: the body's own surface, its flat regions re-triangulated from their corners (model/planar_merge.py:
+  the same point set to 1e-10 of the body's size; a subdivided cube becomes 8 vertices and 12 triangles, a
+  curved surface stays as it is).
 - convex_hull: scipy.spatial.ConvexHull (Qhull) of the vertices, triangles oriented along Qhull's outward
   facet normals; coplanar facets stay triangulated (a cube's hull is 12 triangles).
 - box: the client's box when it sends one (the add-on: the object's local axes, as Bullet); else the smaller
@@ -24,6 +27,7 @@ import numpy as np
 from protocol.collision_shapes import box_shape, enclosure_warning
 from protocol.scene import Body, SceneError
 from .checks import check_solid
+from .planar_merge import merge_planar
 from .primitives import icosphere
 
 SPHERE_SUBDIVISIONS = 2   # 162 vertices, 320 triangles
@@ -35,6 +39,7 @@ class Shape(NamedTuple):
     vertices: np.ndarray    # (k, 3) float64 m
     triangles: np.ndarray   # (t, 3) int32, closed, outward
     warning: str            # '' or a sentence naming the object when the shape leaves vertices outside
+    own: bool = False       # True: the body's own vertices and triangles, unchanged
 
 
 def convex_hull(vertices: np.ndarray) -> tuple:
@@ -96,8 +101,11 @@ def build_shape(body: Body) -> Shape:
     V = np.asarray(body.vertices, np.float64)
     kind = getattr(body, "collision_shape", "mesh")
     sv, st = getattr(body, "shape_vertices", None), getattr(body, "shape_triangles", None)
-    if kind == "mesh":
-        return Shape(V, np.asarray(body.triangles, np.int32), "")
+    if kind == "mesh":      # the same surface, its flat regions re-triangulated from their corners
+        Vs, Ts, _ = merge_planar(V, body.triangles)
+        if len(Vs) == len(V):
+            return Shape(V, np.asarray(body.triangles, np.int32), "", True)
+        return Shape(Vs, Ts, "", False)
     if sv is not None:
         Vs, Ts = np.asarray(sv, np.float64), np.asarray(st, np.int32)
         check_solid(f"{body.name} (collision shape {kind})", Vs, Ts)

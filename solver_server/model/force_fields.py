@@ -195,9 +195,12 @@ def open_edges(tris: np.ndarray) -> int:
     return int((count != 2).sum())
 
 
-def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> Optional[ExternalSpec]:
+def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray,
+                   faces: Optional[np.ndarray] = None) -> Optional[ExternalSpec]:
     """The ExternalSpec of a scene whose bodies were laid out as ``blocks`` (model/system.py), or None when
-    nothing acts. Raises SceneError for pressure on an open cloth."""
+    nothing acts. ``faces``: the system's contact triangles (global vertex indices); a stiff body whose block
+    holds its collision shape (``shape_body`` >= 0: its own vertices are not in the system) feels the air on the
+    shape's triangles, taken from there. Raises SceneError for pressure on an open cloth."""
     from solver_server.energies.pressure import enclosed_volume
     from solver_server.energies.seam import loose_edges
     bodies = {b.name: b for b in scene.bodies}
@@ -212,9 +215,14 @@ def build_external(scene, blocks: list, x0: np.ndarray, dynamic: np.ndarray) -> 
             vw[blk.offset:blk.offset + blk.n_nodes] = w
         k = float(b.material.air_drag)
         if k > 0.0 and blk.role in ("solid", "stiff"):      # the boundary triangles of a tet mesh or stiff body
-            at.append(b.triangles.astype(np.int32) + blk.offset)
-            ak.append(np.full(len(b.triangles), k))
-            aw.append(np.repeat(w[None], len(b.triangles), 0))
+            if blk.role == "stiff" and blk.shape_body >= 0 and faces is not None:
+                own = (faces[:, 0] >= blk.offset) & (faces[:, 0] < blk.offset + blk.n_nodes)
+                st = np.ascontiguousarray(faces[own], np.int32)   # the collision shape's triangles, global
+            else:
+                st = b.triangles.astype(np.int32) + blk.offset
+            at.append(st)
+            ak.append(np.full(len(st), k))
+            aw.append(np.repeat(w[None], len(st), 0))
         if k > 0.0 and blk.role == "rod":                   # cross drag along the rod's length
             ag.append(b.edges.astype(np.int32) + blk.offset)
             gk.append(np.full(len(b.edges), k * float(b.material.thickness)))

@@ -151,8 +151,8 @@ class _Parts:
 def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
     """A stiff body as an affine body: (nodes, lumped mass kg, contact offsets m); its 12 DOFs are
     appended after the vertex rows by _add_affine_bodies. The nodes are its collision shape's vertices
-    (model/collision_shapes.py; the body's own vertices for shape "mesh"); mass and inertia come from the
-    body's own closed mesh whatever the shape."""
+    (model/collision_shapes.py; the body's own vertices when its Mesh shape has no flat region to merge); mass
+    and inertia come from the body's own closed mesh whatever the shape."""
     from solver_server.bodies import BodySpec, mass_properties
     mat = body.material
     check_solid(body.name, V, tris)
@@ -163,7 +163,7 @@ def _stiff_affine(body: Body, V, tris, off: int, vel, P: _Parts) -> tuple:
     shape = build_shape(body)
     if shape.warning:
         P.shape_warnings.append(shape.warning)
-    own = getattr(body, "collision_shape", "mesh") == "mesh"
+    own = shape.own
     P.faces.append(shape.triangles + off)
     P.abd_specs.append(BodySpec(body.name, V, tris, mat.density, mat.youngs_modulus, off, -1,
                                 None if own else shape.vertices))
@@ -356,7 +356,9 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
         fr.append(body.material.friction)
         sc.append(body.role in ("cloth", "rod"))
         stc.append(body.role == "collider" and body.animation is None)
-        shaped = body.role == "stiff" and affine and getattr(body, "collision_shape", "mesh") != "mesh"
+        # _stiff_affine appended this body's spec just now; its contact vertices are not its own when the
+        # shape is not the body's own triangles (any shape but a Mesh shape that merged nothing)
+        shaped = body.role == "stiff" and affine and P.abd_specs[-1].contact_vertices is not None
         blocks.append(BodyBlock(body.name, body.role, bi, off, N, body.vertices.shape[0],
                                 len(P.abd_specs) - 1 if shaped else -1))
         off += N
@@ -380,7 +382,7 @@ def build_system(scene: Scene, progress: Optional[Callable] = None, tet_spacing:
                          "shape_warnings": list(P.shape_warnings)})
     if P.abd_specs:
         _add_affine_bodies(sysm, P.abd_specs, P.abd_anim, P.abd_vel, F)
-    sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic)
+    sysm.external = build_external(scene, blocks, x0, sysm.dynamic_z[:off] & sysm.dynamic, fc)
     sysm.rest_schedule = RestSchedule(P.shrink) if P.shrink else None
     sysm.attachments = build_attachments(scene, blocks, x0, fc, ec, sysm.vertex_offset, sysm.vertex_body)
     return sysm

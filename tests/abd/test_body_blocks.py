@@ -20,6 +20,9 @@ from solver_server.model.primitives import grid_sheet
 from solver_server.solvers.newton.integrator import IncrementalPotential
 from tests.abd.abd_scenes import Run, ground, scene, stiff_box
 
+# the dense contact path: subdivided cubes keep every triangle (the Mesh shape would merge their flat faces)
+pytestmark = pytest.mark.usefixtures("dense_mesh_shapes")
+
 
 def _rz(a):
     c, s = np.cos(a), np.sin(a)

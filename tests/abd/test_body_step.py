@@ -123,9 +123,9 @@ def test_scaled_steps_give_the_same_bytes_whatever_the_thread_count(monkeypatch)
     assert out[0] == out[1]
 
 
-def test_dense_collision_shapes_keep_the_uniform_search():
+def test_dense_collision_shapes_keep_the_uniform_search(dense_mesh_shapes):
     """Bodies whose collision shapes average more than BODY_STEP_MAX_VERTICES vertices (Mesh shapes of subdivided
-    cubes) take the uniform search: the per-island step's broad phase over each full step costs more than it
+    cubes, their flat faces not merged here) take the uniform search: the per-island step's broad phase over each full step costs more than it
     saves there (100 Mesh cubes: 23.4 vs 15.3 CPU s / frame). Coarse boxes of the same scene do take it."""
     from solver_server.solvers.newton.integrator import BODY_STEP_MAX_VERTICES
     tries = []

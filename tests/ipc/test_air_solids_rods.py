@@ -50,11 +50,17 @@ def _scene(bodies, frames, fields=()):
                  force_fields=tuple(fields))
 
 
-@pytest.mark.parametrize("role", ["solid", "stiff"])
+@pytest.mark.parametrize("role", ["solid", "stiff", "stiff on a Box shape"])
 def test_cube_falls_at_the_drag_laws_terminal_speed(role):
+    """A falling cube reaches the drag law's terminal speed: as a solid (its boundary triangles), as a stiff body
+    (its Mesh shape, flat faces merged: the air acts on the 12 merged triangles) and on a Box shape (the air acts on
+    the shape's triangles, the body's own vertices not being in the system)."""
     a, rho, k = 0.2, 50.0, 20.0
     V, T = box((a, a, a), center=(0.0, 0.0, 5.0), divisions=2)
-    cube = Body("cube", role, V, T, material=Material(density=rho, youngs_modulus=1e5, air_drag=k))
+    shape = "box" if "Box" in role else "mesh"
+    role = role.split()[0]
+    cube = Body("cube", role, V, T, material=Material(density=rho, youngs_modulus=1e5, air_drag=k),
+                collision_shape=shape)
     b = MeshBackend(_scene([cube], 49))                 # 2 s, 8 time constants
     for _ in range(48):
         b.advance()

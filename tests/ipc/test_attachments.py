@@ -230,7 +230,7 @@ def test_cape_on_a_resting_crate_drapes_over_its_edge_without_passing_through():
         assert b.contact.count_intersections(np.ascontiguousarray(x)) == 0
         worst = max(worst, float(np.linalg.norm(x[at.verts] - _targets(at, x), axis=1).max()))
     c = x[:len(V)]
-    crate_x = x[len(V):len(V) + len(BV), 0].max()
+    crate_x = b.system.body_positions(b.stepper.x)["Crate"][:, 0].max()   # its own vertices (x = A X + p)
     below = c[:, 2] < 0.19
     print(f"cape: {below.sum()} vertices hang below the crate's top, lowest z {c[:, 2].min():.3f} m, their "
           f"smallest x {c[below, 0].min():.4f} m vs the crate's side at {crate_x:.4f} m; attached within "

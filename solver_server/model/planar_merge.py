@@ -1,0 +1,334 @@
+"""The same closed surface with fewer triangles: flat regions of a stiff body's mesh re-triangulated from their
+corners (the "mesh" collision shape, model/collision_shapes.py).
+
+Why: contact cost grows with the number of primitives on a contact surface, and an artist's hard-surface prop
+is often a subdivided box or a bevelled panel whose flat faces carry hundreds of coplanar triangles. A 10 cm
+cube of 13 x 13 quads a face (1,016 vertices, 2,028 triangles) is, as a point set, the 8-vertex, 12-triangle
+cube: the same surface. Merging does not move a point of the surface (beyond the tolerance below), so the
+contact guarantee (no crossing of the surfaces) holds for the artist's mesh exactly as before, while two cubes
+resting face to face meet at a handful of pairs instead of thousands. Curved or noisy surfaces have no flat
+regions and are returned unchanged.
+
+What is merged (all tests at ``tol`` = REL_TOL times the mesh's bounding-box diagonal, in metres):
+
+- a *region* is a set of edge-connected triangles facing the same way whose vertices all lie within ``tol``
+  of the region's plane;
+- a vertex is dropped when it is inside one region (every triangle around it in that region), or on the crease
+  between exactly two regions and within ``tol`` of the straight line through the crease's kept vertices on
+  either side; corners (three or more regions) are kept;
+- each region that lost a vertex is re-triangulated by ear clipping of its boundary loop in its plane.
+
+A region whose boundary is not one simple loop (a face with a hole, a face touching itself at a vertex), or
+whose loop ear clipping cannot triangulate, keeps its triangles and every vertex; the neighbours then keep
+the shared vertices too (iterated until nothing changes). The result is checked: closed and manifold, the
+same enclosed volume (to 1e-9 relative), no zero-area triangle; otherwise the input is returned unchanged.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+REL_TOL = 1e-10        # the merge's tolerance, relative to the bounding-box diagonal (0.02 nm on a 20 cm prop)
+MERGE = True           # False: the "mesh" shape keeps every triangle (benchmarks compare the two)
+
+
+def _unit_normals(V: np.ndarray, T: np.ndarray) -> tuple:
+    n = np.cross(V[T[:, 1]] - V[T[:, 0]], V[T[:, 2]] - V[T[:, 0]])
+    a = np.linalg.norm(n, axis=1)
+    return n / np.where(a > 0, a, 1.0)[:, None], 0.5 * a
+
+
+def _edge_table(T: np.ndarray) -> tuple:
+    """Directed edges (3t, 2), their triangle (3t,) and, per directed edge, the index of its reverse
+    (-1 when absent)."""
+    t = len(T)
+    E = np.stack([T[:, [0, 1]], T[:, [1, 2]], T[:, [2, 0]]], axis=1).reshape(-1, 2).astype(np.int64)
+    tri = np.repeat(np.arange(t), 3)
+    nv = int(T.max()) + 1
+    key = E[:, 0] * nv + E[:, 1]
+    rkey = E[:, 1] * nv + E[:, 0]
+    order = np.argsort(key, kind="stable")
+    pos = np.searchsorted(key[order], rkey)
+    pos = np.minimum(pos, len(key) - 1)
+    found = key[order][pos] == rkey
+    rev = np.where(found, order[pos], -1)
+    return E, tri, rev
+
+
+def _regions(V: np.ndarray, T: np.ndarray, n: np.ndarray, tol: float, E, tri, rev) -> tuple:
+    """(label per triangle, merged flag per region): edge-connected coplanar components, each checked flat
+    within tol against its area-weighted plane (a component that is not is split back into single triangles)."""
+    t = len(T)
+    has = rev >= 0
+    a, b = tri[has], tri[rev[has]]
+    same = np.einsum("ij,ij->i", n[a], n[b]) > 1.0 - 1e-12
+    # the other triangle's vertex off this edge lies in this triangle's plane
+    opp = T[b].sum(axis=1) - E[has, 0] - E[has, 1]
+    same &= np.abs(np.einsum("ij,ij->i", V[opp] - V[T[a, 0]], n[a])) <= tol
+    g = coo_matrix((np.ones(int(same.sum())), (a[same], b[same])), shape=(t, t))
+    k, lab = connected_components(g, directed=False)
+    # check each component against one plane (area-weighted normal through the area-weighted centroid)
+    _, area = _unit_normals(V, T)
+    cen = V[T].mean(axis=1)
+    nsum = np.zeros((k, 3))
+    np.add.at(nsum, lab, n * area[:, None])
+    nn = nsum / np.maximum(np.linalg.norm(nsum, axis=1), 1e-300)[:, None]
+    asum = np.bincount(lab, weights=area, minlength=k)
+    csum = np.zeros((k, 3))
+    np.add.at(csum, lab, cen * area[:, None])
+    c = csum / np.maximum(asum, 1e-300)[:, None]
+    dev = np.abs(np.einsum("tkj,tj->tk", V[T] - c[lab][:, None, :], nn[lab])).max(axis=1)
+    bad = np.zeros(k, bool)
+    np.logical_or.at(bad, lab, dev > tol)
+    if bad.any():      # rare (a gently curved surface within the per-edge test): those triangles stay alone
+        lab = lab.copy()
+        split = bad[lab]
+        lab[split] = k + np.arange(int(split.sum()))
+        k = k + int(split.sum())
+        _, lab = np.unique(lab, return_inverse=True)
+        k = int(lab.max()) + 1
+    return lab.astype(np.int64), k
+
+
+def _loop(E_reg: np.ndarray) -> Optional[list]:
+    """The one boundary loop of a region's directed boundary edges, or None if they form several loops or a
+    vertex is visited twice."""
+    nxt = {}
+    for u, v in E_reg:
+        if u in nxt:
+            return None
+        nxt[int(u)] = int(v)
+    start = int(E_reg[0, 0])
+    out = [start]
+    v = nxt[start]
+    while v != start:
+        if len(out) > len(nxt):
+            return None
+        out.append(v)
+        v = nxt.get(v)
+        if v is None:
+            return None
+    return out if len(out) == len(nxt) else None
+
+
+def _ear_clip(P: np.ndarray, scale: float) -> Optional[list]:
+    """Triangles (index triples into P) of the simple polygon P (k, 2), counter-clockwise; None if no ear is
+    found at some point (degenerate input). Ears are taken best-shaped first (largest smallest angle) while the
+    polygon is small, the first valid one otherwise."""
+    idx = list(range(len(P)))
+    eps = 1e-14 * scale * scale
+    out = []
+
+    def cross(o, p, q):
+        return (P[p, 0] - P[o, 0]) * (P[q, 1] - P[o, 1]) - (P[p, 1] - P[o, 1]) * (P[q, 0] - P[o, 0])
+
+    def inside(a, b, c, j):
+        return cross(a, b, j) >= -eps and cross(b, c, j) >= -eps and cross(c, a, j) >= -eps
+
+    while len(idx) > 3:
+        m = len(idx)
+        best, best_q = -1, -1.0
+        for i in range(m):
+            a, b, c = idx[i - 1], idx[i], idx[(i + 1) % m]
+            if cross(a, b, c) <= eps:
+                continue
+            if any(inside(a, b, c, j) for j in idx if j not in (a, b, c)
+                   and not (np.array_equal(P[j], P[a]) or np.array_equal(P[j], P[c]))):
+                continue
+            if m > 64:
+                best = i
+                break
+            q = _min_angle(P[a], P[b], P[c])
+            if q > best_q:
+                best, best_q = i, q
+        if best < 0:
+            return None
+        a, b, c = idx[best - 1], idx[best], idx[(best + 1) % m]
+        out.append((a, b, c))
+        del idx[best]
+    if cross(idx[0], idx[1], idx[2]) <= eps:
+        return None
+    out.append(tuple(idx))
+    return out
+
+
+def _min_angle(a, b, c) -> float:
+    def ang(p, q, r):
+        u, v = q - p, r - p
+        return float(np.arctan2(abs(u[0] * v[1] - u[1] * v[0]), u @ v))
+    return min(ang(a, b, c), ang(b, c, a), ang(c, a, b))
+
+
+def _volume(V: np.ndarray, T: np.ndarray, origin: np.ndarray) -> float:
+    """Enclosed volume (m^3), summed about ``origin`` (a point near the body: no round-off from its distance to
+    the world origin)."""
+    V = V - origin
+    a, b, c = V[T[:, 0]], V[T[:, 1]], V[T[:, 2]]
+    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
+
+
+def _closed_manifold(T: np.ndarray) -> bool:
+    E = np.concatenate([T[:, [0, 1]], T[:, [1, 2]], T[:, [2, 0]]]).astype(np.int64)
+    nv = int(T.max()) + 1
+    key = np.sort(E[:, 0] * nv + E[:, 1])
+    rkey = np.sort(E[:, 1] * nv + E[:, 0])
+    return bool(np.array_equal(key, rkey) and np.unique(key).size == key.size)
+
+
+def merge_planar(vertices: np.ndarray, triangles: np.ndarray, rel_tol: float = REL_TOL) -> tuple:
+    """(vertices (k, 3) float64, triangles (t, 3) int32, kept (k,) int64 indices into ``vertices``): the closed
+    surface (vertices, triangles) with its flat regions re-triangulated from their corners (module docstring).
+    Returns the input (kept = all) when nothing merges or a check fails."""
+    V = np.ascontiguousarray(vertices, np.float64)
+    T = np.ascontiguousarray(triangles, np.int64)
+    unchanged = (V, T.astype(np.int32), np.arange(len(V), dtype=np.int64))
+    if not MERGE or len(T) < 4:
+        return unchanged
+    diag = float(np.linalg.norm(np.ptp(V, axis=0)))
+    tol = rel_tol * diag
+    n, area = _unit_normals(V, T)
+    if (area <= 0).any():
+        return unchanged
+    E, tri, rev = _edge_table(T)
+    if (rev < 0).any():
+        return unchanged                      # not closed: leave it to the checks that name the problem
+    lab, k = _regions(V, T, n, tol, E, tri, rev)
+    crease = lab[tri] != lab[tri[rev]]        # directed edges between two regions
+    merged = np.ones(k, bool)
+    for _ in range(64):
+        res = _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag)
+        if res is None:
+            return unchanged
+        ok, out = res
+        if ok.all():
+            break
+        merged &= ok
+    else:
+        return unchanged
+    Tn = out
+    if len(Tn) >= len(T):
+        return unchanged
+    kept, inv = np.unique(Tn.ravel(), return_inverse=True)
+    Vs, Ts = V[kept], inv.reshape(-1, 3).astype(np.int32)
+    _, a2 = _unit_normals(Vs, Ts)
+    o = V.mean(axis=0)
+    if (not _closed_manifold(Ts) or (a2 <= 1e-12 * diag * diag).any()
+            or abs(_volume(Vs, Ts, o) - _volume(V, T, o)) > 1e-9 * abs(_volume(V, T, o))):
+        return unchanged
+    return np.ascontiguousarray(Vs), np.ascontiguousarray(Ts), kept.astype(np.int64)
+
+
+def _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag):
+    """One pass: the dropped vertices under the current ``merged`` flags, each merged region's new triangles.
+    Returns (ok per region, triangles) where ok is False for regions that could not be re-triangulated."""
+    nv = len(V)
+    # regions around each vertex
+    vr = np.unique(np.stack([T.ravel(), np.repeat(lab, 3)], axis=1), axis=0)
+    nreg = np.bincount(vr[:, 0], minlength=nv)
+    allmerged = np.ones(nv, bool)
+    np.logical_and.at(allmerged, vr[:, 0], merged[vr[:, 1]])
+    drop = allmerged & (nreg == 1)
+    # crease vertices: exactly two regions, exactly two crease edges leaving them (as undirected)
+    ce = E[crease]
+    cu = np.unique(np.sort(ce, axis=1), axis=0)
+    deg = np.bincount(cu.ravel(), minlength=nv)
+    cand = allmerged & (nreg == 2) & (deg == 2)
+    # each vertex's two crease neighbours (meaningful where deg == 2)
+    both = np.concatenate([cu, cu[:, ::-1]])
+    both = both[np.lexsort((both[:, 1], both[:, 0]))]
+    first = np.searchsorted(both[:, 0], np.arange(nv))
+    nbr = -np.ones((nv, 2), np.int64)
+    two = np.flatnonzero(deg == 2)
+    nbr[two, 0] = both[first[two], 1]
+    nbr[two, 1] = both[first[two] + 1, 1]
+    drop |= cand
+    # a dropped crease vertex must stay within tol of the segment between the kept crease vertices on either
+    # side; walk the crease chains and keep the vertex farthest from its chord when it does not
+    drop = _straight_chains(V, drop, cand, nbr, tol)
+    ok = np.ones(k, bool)
+    out = []
+    reg_tris = np.argsort(lab, kind="stable")
+    starts = np.searchsorted(lab[reg_tris], np.arange(k + 1))
+    for r in range(k):
+        ts = reg_tris[starts[r]:starts[r + 1]]
+        if not merged[r] or not drop[T[ts]].any():
+            out.append(T[ts])
+            continue
+        # the region's boundary: its directed edges whose reverse is in another region
+        e_idx = (ts[:, None] * 3 + np.arange(3)).ravel()
+        bnd = E[e_idx[crease[e_idx]]]
+        loop = _loop(bnd) if len(bnd) else None
+        if loop is None:
+            ok[r] = False
+            out.append(T[ts])
+            continue
+        poly = [v for v in loop if not drop[v]]
+        if len(poly) < 3:
+            ok[r] = False
+            out.append(T[ts])
+            continue
+        nr = n[ts[0]]
+        u = np.cross(nr, [1.0, 0.0, 0.0] if abs(nr[0]) < 0.9 else [0.0, 1.0, 0.0])
+        u /= np.linalg.norm(u)
+        w = np.cross(nr, u)
+        Q = V[poly] - V[poly[0]]
+        P2 = np.stack([Q @ u, Q @ w], axis=1)
+        ears = _ear_clip(P2, diag)
+        if ears is None:
+            ok[r] = False
+            out.append(T[ts])
+            continue
+        out.append(np.array([[poly[a], poly[b], poly[c]] for a, b, c in ears], np.int64))
+    return ok, np.concatenate(out)
+
+
+def _straight_chains(V, drop, cand, nbr, tol) -> np.ndarray:
+    """``drop`` with crease vertices restored where dropping them would bend the crease by more than tol: for
+    each maximal run of dropped crease vertices between two kept ones, every run vertex must lie within tol of
+    the chord; otherwise the farthest is kept and the two halves are checked again."""
+    drop = drop.copy()
+    seen = np.zeros(len(V), bool)
+    for v0 in np.flatnonzero(cand & drop):
+        if seen[v0]:
+            continue
+        # walk both ways to the kept ends (a closed chain of dropped vertices has none: all kept)
+        run = [int(v0)]
+        seen[v0] = True
+        ends = []
+        for side in (0, 1):
+            prev, cur = int(v0), int(nbr[v0, side])
+            chain = []
+            while cur >= 0 and cand[cur] and drop[cur] and not seen[cur]:
+                seen[cur] = True
+                chain.append(cur)
+                a, b = int(nbr[cur, 0]), int(nbr[cur, 1])
+                prev, cur = cur, (b if a == prev else a)
+            ends.append(-1 if (cur < 0 or seen[cur]) else cur)
+            run = (chain[::-1] + run) if side == 0 else (run + chain)
+        if ends[0] < 0 or ends[1] < 0:
+            drop[run] = False
+            continue
+        stack = [(ends[0], run, ends[1])]
+        while stack:
+            a, seg, b = stack.pop()
+            if not seg:
+                continue
+            d = V[b] - V[a]
+            L2 = float(d @ d)
+            X = V[seg] - V[a]
+            if L2 == 0.0:
+                drop[seg] = False
+                continue
+            s = X @ d / L2
+            off = np.linalg.norm(X - s[:, None] * d, axis=1)
+            bad = (off > tol) | (s <= 0.0) | (s >= 1.0)
+            if not bad.any():
+                continue
+            j = int(np.argmax(np.where(bad, off + 1.0, off)))
+            drop[seg[j]] = False
+            stack.append((a, seg[:j], seg[j]))
+            stack.append((seg[j], seg[j + 1:], b))
+    return drop
