@@ -196,6 +196,8 @@ def merge_planar(vertices: np.ndarray, triangles: np.ndarray, rel_tol: float = R
     if (rev < 0).any():
         return unchanged                      # not closed: leave it to the checks that name the problem
     lab, k = _regions(V, T, n, tol, E, tri, rev)
+    if k == len(T):
+        return unchanged                      # no two triangles share a plane (a curved or noisy surface)
     crease = lab[tri] != lab[tri[rev]]        # directed edges between two regions
     merged = np.ones(k, bool)
     for _ in range(64):
@@ -226,14 +228,16 @@ def _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag):
     Returns (ok per region, triangles) where ok is False for regions that could not be re-triangulated."""
     nv = len(V)
     # regions around each vertex
-    vr = np.unique(np.stack([T.ravel(), np.repeat(lab, 3)], axis=1), axis=0)
+    vkey = np.unique(T.ravel() * k + np.repeat(lab, 3))       # (vertex, region) pairs as int64 keys
+    vr = np.stack([vkey // k, vkey % k], axis=1)
     nreg = np.bincount(vr[:, 0], minlength=nv)
     allmerged = np.ones(nv, bool)
     np.logical_and.at(allmerged, vr[:, 0], merged[vr[:, 1]])
     drop = allmerged & (nreg == 1)
     # crease vertices: exactly two regions, exactly two crease edges leaving them (as undirected)
     ce = E[crease]
-    cu = np.unique(np.sort(ce, axis=1), axis=0)
+    ckey = np.unique(ce.min(axis=1) * nv + ce.max(axis=1))
+    cu = np.stack([ckey // nv, ckey % nv], axis=1)
     deg = np.bincount(cu.ravel(), minlength=nv)
     cand = allmerged & (nreg == 2) & (deg == 2)
     # each vertex's two crease neighbours (meaningful where deg == 2)
@@ -249,14 +253,16 @@ def _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag):
     # side; walk the crease chains and keep the vertex farthest from its chord when it does not
     drop = _straight_chains(V, drop, cand, nbr, tol)
     ok = np.ones(k, bool)
-    out = []
+    # only regions that lose a vertex are re-triangulated; the others keep their triangles (in bulk: a curved
+    # mesh is one region per triangle)
+    lose = np.zeros(k, bool)
+    np.logical_or.at(lose, lab, drop[T].any(axis=1))
+    lose &= merged
+    out = [T[~lose[lab]]]
     reg_tris = np.argsort(lab, kind="stable")
     starts = np.searchsorted(lab[reg_tris], np.arange(k + 1))
-    for r in range(k):
+    for r in np.flatnonzero(lose):
         ts = reg_tris[starts[r]:starts[r + 1]]
-        if not merged[r] or not drop[T[ts]].any():
-            out.append(T[ts])
-            continue
         # the region's boundary: its directed edges whose reverse is in another region
         e_idx = (ts[:, None] * 3 + np.arange(3)).ravel()
         bnd = E[e_idx[crease[e_idx]]]
