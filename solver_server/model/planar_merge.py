@@ -31,6 +31,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from .checks import enclosed_volume
+
 REL_TOL = 1e-10        # the merge's tolerance, relative to the bounding-box diagonal (0.02 nm on a 20 cm prop)
 MERGE = True           # False: the "mesh" shape keeps every triangle (benchmarks compare the two)
 
@@ -162,14 +164,6 @@ def _min_angle(a, b, c) -> float:
     return min(ang(a, b, c), ang(b, c, a), ang(c, a, b))
 
 
-def _volume(V: np.ndarray, T: np.ndarray, origin: np.ndarray) -> float:
-    """Enclosed volume (m^3), summed about ``origin`` (a point near the body: no round-off from its distance to
-    the world origin)."""
-    V = V - origin
-    a, b, c = V[T[:, 0]], V[T[:, 1]], V[T[:, 2]]
-    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
-
-
 def _closed_manifold(T: np.ndarray) -> bool:
     E = np.concatenate([T[:, [0, 1]], T[:, [1, 2]], T[:, [2, 0]]]).astype(np.int64)
     nv = int(T.max()) + 1
@@ -216,9 +210,10 @@ def merge_planar(vertices: np.ndarray, triangles: np.ndarray, rel_tol: float = R
     kept, inv = np.unique(Tn.ravel(), return_inverse=True)
     Vs, Ts = V[kept], inv.reshape(-1, 3).astype(np.int32)
     _, a2 = _unit_normals(Vs, Ts)
-    o = V.mean(axis=0)
+    o = V.mean(axis=0)                        # volumes about a point near the body: no round-off from far away
+    vol = enclosed_volume(V - o, T)
     if (not _closed_manifold(Ts) or (a2 <= 1e-12 * diag * diag).any()
-            or abs(_volume(Vs, Ts, o) - _volume(V, T, o)) > 1e-9 * abs(_volume(V, T, o))):
+            or abs(enclosed_volume(Vs - o, Ts) - vol) > 1e-9 * abs(vol)):
         return unchanged
     return np.ascontiguousarray(Vs), np.ascontiguousarray(Ts), kept.astype(np.int64)
 
