@@ -35,6 +35,7 @@ from .checks import enclosed_volume
 
 REL_TOL = 1e-10        # the merge's tolerance, relative to the bounding-box diagonal (0.02 nm on a 20 cm prop)
 MERGE = True           # False: the "mesh" shape keeps every triangle (benchmarks compare the two)
+MAX_LOOP = 256         # a region whose polygon keeps more corners keeps its triangles (ear clipping is O(k^2))
 
 
 def _unit_normals(V: np.ndarray, T: np.ndarray) -> tuple:
@@ -117,51 +118,48 @@ def _loop(E_reg: np.ndarray) -> Optional[list]:
 
 
 def _ear_clip(P: np.ndarray, scale: float) -> Optional[list]:
-    """Triangles (index triples into P) of the simple polygon P (k, 2), counter-clockwise; None if no ear is
-    found at some point (degenerate input). Ears are taken best-shaped first (largest smallest angle) while the
-    polygon is small, the first valid one otherwise."""
-    idx = list(range(len(P)))
+    """Triangles (index triples into P) of the simple polygon P (k, 2), counter-clockwise; None if at some point
+    no ear is found (degenerate input). Each step clips the best-shaped ear (largest smallest angle; the first
+    on ties), every candidate tested against every vertex at once: O(k^3) numpy work, k <= MAX_LOOP."""
+    idx = np.arange(len(P))
     eps = 1e-14 * scale * scale
     out = []
 
-    def cross(o, p, q):
-        return (P[p, 0] - P[o, 0]) * (P[q, 1] - P[o, 1]) - (P[p, 1] - P[o, 1]) * (P[q, 0] - P[o, 0])
-
-    def inside(a, b, c, j):
-        return cross(a, b, j) >= -eps and cross(b, c, j) >= -eps and cross(c, a, j) >= -eps
+    def cross(o, p, q):     # (..., 2) arrays
+        return (p[..., 0] - o[..., 0]) * (q[..., 1] - o[..., 1]) - (p[..., 1] - o[..., 1]) * (q[..., 0] - o[..., 0])
 
     while len(idx) > 3:
         m = len(idx)
-        best, best_q = -1, -1.0
-        for i in range(m):
-            a, b, c = idx[i - 1], idx[i], idx[(i + 1) % m]
-            if cross(a, b, c) <= eps:
-                continue
-            if any(inside(a, b, c, j) for j in idx if j not in (a, b, c)
-                   and not (np.array_equal(P[j], P[a]) or np.array_equal(P[j], P[c]))):
-                continue
-            if m > 64:
-                best = i
-                break
-            q = _min_angle(P[a], P[b], P[c])
-            if q > best_q:
-                best, best_q = i, q
-        if best < 0:
+        Q = P[idx]
+        A, B, C = np.roll(Q, 1, axis=0), Q, np.roll(Q, -1, axis=0)
+        convex = cross(A, B, C) > eps
+        X = Q[None, :, :]
+        inside = ((cross(A[:, None], B[:, None], X) >= -eps) & (cross(B[:, None], C[:, None], X) >= -eps)
+                  & (cross(C[:, None], A[:, None], X) >= -eps))
+        r = np.arange(m)
+        inside[r, r] = inside[r, (r - 1) % m] = inside[r, (r + 1) % m] = False
+        # a vertex at the same place as a corner of the ear (a polygon touching itself) does not block it
+        inside &= ~(np.all(X == A[:, None], axis=2) | np.all(X == C[:, None], axis=2))
+        ok = convex & ~inside.any(axis=1)
+        if not ok.any():
             return None
-        a, b, c = idx[best - 1], idx[best], idx[(best + 1) % m]
-        out.append((a, b, c))
-        del idx[best]
-    if cross(idx[0], idx[1], idx[2]) <= eps:
+        q = np.where(ok, _min_angles(A, B, C), -1.0)
+        i = int(np.argmax(q))
+        out.append((int(idx[i - 1]), int(idx[i]), int(idx[(i + 1) % m])))
+        idx = np.delete(idx, i)
+    a, b, c = P[idx[0]], P[idx[1]], P[idx[2]]
+    if cross(a, b, c) <= eps:
         return None
-    out.append(tuple(idx))
+    out.append((int(idx[0]), int(idx[1]), int(idx[2])))
     return out
 
 
-def _min_angle(a, b, c) -> float:
+def _min_angles(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Smallest angle (rad) of each triangle (A_i, B_i, C_i), 2-D points (m, 2)."""
     def ang(p, q, r):
         u, v = q - p, r - p
-        return float(np.arctan2(abs(u[0] * v[1] - u[1] * v[0]), u @ v))
-    return min(ang(a, b, c), ang(b, c, a), ang(c, a, b))
+        return np.arctan2(np.abs(u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0]), np.einsum("ij,ij->i", u, v))
+    return np.minimum(np.minimum(ang(A, B, C), ang(B, C, A)), ang(C, A, B))
 
 
 def _closed_manifold(T: np.ndarray) -> bool:
@@ -267,7 +265,7 @@ def _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag):
             out.append(T[ts])
             continue
         poly = [v for v in loop if not drop[v]]
-        if len(poly) < 3:
+        if len(poly) < 3 or len(poly) > MAX_LOOP:
             ok[r] = False
             out.append(T[ts])
             continue

@@ -22,24 +22,28 @@ def _volume(V, T):
     return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
 
 
-def _point_triangle_distance(p, a, b, c):
-    """Distance from p to triangle abc: the plane when p projects inside, else the nearest edge (Ericson)."""
+def _point_triangles_distance(p, a, b, c):
+    """Distance from the point p to each triangle (a_i, b_i, c_i): to the plane where p projects inside, else to
+    the nearest edge (numpy over the triangles)."""
     n = np.cross(b - a, c - a)
-    n /= np.linalg.norm(n)
-    q = p - (p - a) @ n * n
-    inside = all(np.cross(v1 - v0, q - v0) @ n >= -1e-15 for v0, v1 in ((a, b), (b, c), (c, a)))
-    if inside:
-        return abs((p - a) @ n)
-    best = np.inf
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    h = np.einsum("ij,ij->i", p - a, n)
+    q = p - h[:, None] * n
+    inside = np.ones(len(a), bool)
+    for v0, v1 in ((a, b), (b, c), (c, a)):
+        inside &= np.einsum("ij,ij->i", np.cross(v1 - v0, q - v0), n) >= -1e-15
+    edge = np.full(len(a), np.inf)
     for u, v in ((a, b), (b, c), (c, a)):
-        t = np.clip((p - u) @ (v - u) / ((v - u) @ (v - u)), 0.0, 1.0)
-        best = min(best, float(np.linalg.norm(p - (u + t * (v - u)))))
-    return best
+        d = v - u
+        t = np.clip(np.einsum("ij,ij->i", p - u, d) / np.einsum("ij,ij->i", d, d), 0.0, 1.0)
+        edge = np.minimum(edge, np.linalg.norm(p - (u + t[:, None] * d), axis=1))
+    return np.where(inside, np.abs(h), edge)
 
 
 def _on_surface(P, V, T):
     """Largest distance (m) from the points P to the surface (V, T)."""
-    return max(min(_point_triangle_distance(p, *V[t]) for t in T) for p in P)
+    a, b, c = V[T[:, 0]], V[T[:, 1]], V[T[:, 2]]
+    return max(float(_point_triangles_distance(p, a, b, c).min()) for p in P)
 
 
 def _closed(T):
@@ -111,6 +115,34 @@ def test_a_non_convex_prism_keeps_its_corners_only():
     V = _turn(V, 1)
     Vs, Ts, kept = merge_planar(V, T)
     assert (len(Vs), len(Ts)) == (12, 20)
+    _check_same_surface(V, T, Vs, Ts, kept)
+
+
+def _cylinder(seg, rings, r=0.05, h=0.1):
+    """A faceted cylinder: seg sides split into ``rings`` stacked quads, caps as fans around a centre vertex."""
+    a = 2 * np.pi * np.arange(seg) / seg
+    V = [np.stack([r * np.cos(a), r * np.sin(a), np.full(seg, h * k / rings)], 1) for k in range(rings + 1)]
+    V = np.concatenate(V + [np.array([[0.0, 0.0, 0.0], [0.0, 0.0, h]])])
+    T = []
+    for k in range(rings):
+        for i in range(seg):
+            j = (i + 1) % seg
+            a0, a1 = k * seg + i, k * seg + j
+            T += [[a0, a1, a1 + seg], [a0, a1 + seg, a0 + seg]]
+    c0, c1 = len(V) - 2, len(V) - 1
+    for i in range(seg):
+        j = (i + 1) % seg
+        T += [[c0, j, i], [c1, rings * seg + i, rings * seg + j]]
+    return V, np.array(T, np.int32)
+
+
+@pytest.mark.parametrize("seg", [16, 100])
+def test_a_faceted_cylinder_keeps_its_rims(seg):
+    """Each side strip of 5 stacked quads becomes one rectangle (2 triangles) and each fan cap a seg-gon clipped
+    into seg - 2 triangles; the centres and the side's inner rings go: 2 seg vertices, 4 seg - 4 triangles."""
+    V, T = _cylinder(seg, 5)
+    Vs, Ts, kept = merge_planar(V, T)
+    assert (len(Vs), len(Ts)) == (2 * seg, 4 * seg - 4)
     _check_same_surface(V, T, Vs, Ts, kept)
 
 
