@@ -201,7 +201,7 @@ class IncrementalPotential:
                 gv, gb, _, _ = self._barrier_derivs(x, xs)
                 gc = h2 * gv
             else:
-                gc = h2 * self.contact.gradient(xs, self.cands)
+                gc = h2 * self.contact.gradient_then_hessian(xs, self.cands)
             gf = self.contact.friction_gradient(xs, self.h)
             if gf is not None:
                 gc = gc + h2 * gf
