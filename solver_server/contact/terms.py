@@ -152,7 +152,21 @@ class ContactTerms:
         return self.C.barrier_gradient(x, cands, self.mesh, self.dhat, self.kappa)
 
     def hessian(self, x: np.ndarray, cands) -> tuple:
+        k = getattr(self, "_kept_hessian", None)
+        if k is not None:
+            self._kept_hessian = None
+            if k[0] is cands and k[1].shape == np.shape(x) and k[1].tobytes() == np.ascontiguousarray(x).tobytes():
+                return k[2]
         return self.C.barrier_hessian(x, cands, self.mesh, self.dhat, self.kappa)
+
+    def gradient_then_hessian(self, x: np.ndarray, cands) -> np.ndarray:
+        """gradient(x, cands), the barrier's Hessian triplets computed in the same pass over the active pairs
+        (barrier_derivatives: the same bytes as gradient and hessian) and kept for the hessian(x, cands) that
+        follows at the same x (the byte-equal positions) with the same candidates (Newton's iterate: its
+        gradient, then its Hessian). Any other hessian call drops them."""
+        _, g, trip = self.C.barrier_derivatives(x, cands, self.mesh, self.dhat, self.kappa)
+        self._kept_hessian = (cands, np.array(x), trip)
+        return g
 
     def derivatives_bodies(self, x: np.ndarray, cands, info) -> tuple:
         """(vertex gradient (3n,), body gradient (G, 12), (rows, cols, vals) vertex triplets, (blocks, row bodies,

@@ -156,7 +156,19 @@ class ElasticTerms:
                                   self.rod_bends, n)
         return g
 
+    def hessian_parts(self, x: np.ndarray, project: bool = True) -> list:
+        """The values of ``hessian`` (N/m) as one flat array per element group, in the order of ``patterns``
+        (their concatenation is hessian's vals): the Newton assembly sums them into the matrix without the
+        concatenated copy (solvers/newton/assembly.py)."""
+        with threads_for(self.n_elements()):
+            return self._hessian_parts(x, project)
+
     def _hessian(self, x: np.ndarray, project: bool) -> tuple:
+        vals = self._hessian_parts(x, project)
+        rows, cols = self.patterns()
+        return rows, cols, (np.concatenate(vals) if vals else np.zeros(0))
+
+    def _hessian_parts(self, x: np.ndarray, project: bool) -> list:
         vals = []
         if len(self.tets):
             vals.append(elastic_tet.tet_hessian_elems(x, self.tets, self.tet_Dm_inv, self.tet_vol, self.tet_mu,
@@ -173,8 +185,7 @@ class ElasticTerms:
                                                           project).reshape(-1))
         if len(self.rod_bends):
             vals.append(bending.bending_hessian_elems(1, x, self.rod_bends, self.rod_kw, self.rod_d0).reshape(-1))
-        rows, cols = self.patterns()
-        return rows, cols, (np.concatenate(vals) if vals else np.zeros(0))
+        return vals
 
     def _t10(self) -> tuple:
         return (self.tets10, self.tet10_Dm_inv, self.tet10_vol, self.tet10_mu, self.tet10_lam, self.tet10_model,

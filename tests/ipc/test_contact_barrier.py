@@ -208,3 +208,27 @@ def test_reduced_psd_projection_equals_full_projection():
         assert_close(P, project_psd(H), rel=1e-12, abs_=1e-12)
         assert np.linalg.eigvalsh(P).min() >= -1e-12 * np.abs(P).max()
         assert np.linalg.eigvalsh(H).min() < 0
+
+
+def test_gradient_then_hessian_gives_the_bytes_of_gradient_and_hessian():
+    """ContactTerms.gradient_then_hessian (one pass for the gradient and the Hessian triplets, the latter kept for
+    the hessian call at the same x and candidates) returns exactly what gradient and hessian return."""
+    from solver_server.contact.terms import ContactTerms
+    x, mesh = _two_sheets()
+    ct = ContactTerms.__new__(ContactTerms)
+    from solver_server import contact as C
+    ct.C, ct.mesh, ct.dhat, ct.kappa = C, mesh, DHAT, 3.0
+    cands = find_candidates(x, mesh, DHAT)
+    g0 = ct.gradient(x, cands)
+    h0 = ct.hessian(x, cands)
+    g1 = ct.gradient_then_hessian(x, cands)
+    h1 = ct.hessian(x, cands)
+    assert g0.tobytes() == g1.tobytes()
+    assert all(np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in zip(h0, h1))
+    assert ct._kept_hessian is None                  # used once
+    ct.gradient_then_hessian(x, cands)
+    y = x.copy()
+    y[0, 2] += 1e-4
+    h2 = ct.hessian(y, cands)                        # another x: computed afresh
+    assert all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
+               for a, b in zip(h2, C.barrier_hessian(y, cands, mesh, DHAT, 3.0)))

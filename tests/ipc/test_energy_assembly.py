@@ -40,3 +40,47 @@ def test_free_pattern_equals_coo_assembly():
     ref_b = _reference(r, c, v, np.zeros(free.size), dof_map, free.size)
     assert np.abs(B - ref_b).max() < 1e-14
     assert np.abs(ref_b).max() > 0  # some triplets do land in the free block
+
+
+def _groups_and_values(rng, n_verts):
+    """Two element groups (triangles, 6-vertex stencils) as ElasticTerms keeps them, their COO pattern
+    (hessian_pattern, concatenated) and per-group random values (3k x 3k per element, row-major)."""
+    from solver_server.energies.fem_common import hessian_pattern
+    groups = [rng.integers(0, n_verts, size=(50, 3)), rng.integers(0, n_verts, size=(30, 6))]
+    groups[1][3, 4] = groups[1][3, 1]             # a repeated vertex: two entries of one element in a slot
+    pats = [hessian_pattern(np.ascontiguousarray(g)) for g in groups]
+    rows = np.concatenate([p[0] for p in pats])
+    cols = np.concatenate([p[1] for p in pats])
+    parts = [rng.standard_normal(g.shape[0] * (3 * g.shape[1]) ** 2) for g in groups]
+    return groups, rows, cols, parts
+
+
+def test_matrix_parts_gives_the_bytes_of_matrix():
+    """FreePattern.matrix_parts (the scaled groups summed without the concatenated copy) and
+    RegionPattern.from_elements(...).matrix_parts (blocks from the elements' vertex pairs) give the bytes of
+    matrix(scale * concatenated values): Newton's steps must not change by a bit."""
+    from solver_server.solvers.newton.assembly import RegionPattern
+    rng = np.random.default_rng(7)
+    n_verts = 40
+    groups, rows, cols, parts = _groups_and_values(rng, n_verts)
+    h2 = (1.0 / 24.0) ** 2 * 1.37
+    for n_fixed in (0, 6):
+        fixed = np.zeros(n_verts, bool)
+        fixed[rng.choice(n_verts, n_fixed, replace=False)] = True
+        free = np.nonzero(np.repeat(~fixed, 3))[0]
+        dof_map = -np.ones(3 * n_verts, np.int64)
+        dof_map[free] = np.arange(free.size)
+        pat = FreePattern(rows, cols, dof_map, free.size)
+        diag = rng.uniform(1.0, 2.0, free.size)
+        A = pat.matrix(h2 * np.concatenate(parts), diag)
+        B = pat.matrix_parts(parts, h2, diag)
+        assert A.data.tobytes() == B.data.tobytes()
+        assert np.array_equal(A.indices, B.indices) and np.array_equal(A.indptr, B.indptr)
+    verts = np.sort(rng.choice(n_verts, 25, replace=False))
+    vloc = -np.ones(n_verts, np.int64)
+    vloc[verts] = np.arange(verts.size)
+    diag = rng.uniform(1.0, 2.0, 3 * verts.size)
+    A = RegionPattern(rows, cols, vloc, verts.size).matrix(h2 * np.concatenate(parts), diag)
+    B = RegionPattern.from_elements(groups, vloc, verts.size).matrix_parts(parts, h2, diag)
+    assert A.data.tobytes() == B.data.tobytes()
+    assert np.array_equal(A.indices, B.indices) and np.array_equal(A.indptr, B.indptr)

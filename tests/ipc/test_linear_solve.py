@@ -43,3 +43,27 @@ def test_not_positive_definite_falls_back_to_superlu():
     b = np.ones(H.shape[0])
     p = ls.LinearSolver("direct").solve(H, b)
     assert np.abs(H @ p - b).max() < 1e-8 * np.abs(H).max()
+
+
+@pytest.mark.skipif(not ls.HAVE_CHOLMOD, reason="scikit-sparse (CHOLMOD) not installed: SuperLU is used")
+def test_serial_openmp_gives_the_same_bytes_and_restores_the_runtime(monkeypatch):
+    """CHOLMOD's OpenMP copy loops on the calling thread (linear_solve._SerialOpenMP): the same solution, bit for
+    bit, as with the runtime's default team (a supernodal factor large enough for those loops to run), and the
+    runtime's dynamic / max-threads settings as they were afterwards."""
+    A = sp.random(3000, 3000, density=0.004, random_state=5)
+    H = (A @ A.T + 3.0 * sp.identity(3000)).tocsr()
+    b = np.random.default_rng(2).standard_normal(3000)
+    omp = ls._SerialOpenMP()
+    before = [(lib.omp_get_dynamic(), lib.omp_get_max_threads()) for lib in omp.libs]
+    monkeypatch.setattr(ls, "SERIAL_OPENMP", False)
+    p0 = ls.LinearSolver("direct").solve(H, b)
+    monkeypatch.setattr(ls, "SERIAL_OPENMP", True)
+    s = ls.LinearSolver("direct")
+    p1 = s.solve(H, b)
+    p2 = s.solve(2.0 * H, b)
+    assert p0.tobytes() == p1.tobytes()
+    assert np.abs(2.0 * (H @ p2) - b).max() < 1e-9
+    assert [(lib.omp_get_dynamic(), lib.omp_get_max_threads()) for lib in omp.libs] == before
+    with omp:
+        assert all(lib.omp_get_dynamic() == 1 and lib.omp_get_max_threads() == 1 for lib in omp.libs)
+    assert [(lib.omp_get_dynamic(), lib.omp_get_max_threads()) for lib in omp.libs] == before

@@ -29,6 +29,8 @@ class FreePattern:
         self.keep = keep                              # COO entries that land in the free block
         self.slot = inv[:keep.size].astype(np.int64)  # their CSR data slots
         self.diag_slot = inv[keep.size:].astype(np.int64)
+        self.all_kept = keep.size == rows.size         # keep is 0, 1, 2, ... (no fixed vertex in an element)
+        self.slot32 = self.slot.astype(np.int32) if uniq.size < 2 ** 31 else None   # matrix_parts' (less memory traffic)
         self.nnz = int(uniq.size)
         r = uniq // nf
         self.indices = (uniq % nf).astype(np.int32)
@@ -41,6 +43,41 @@ class FreePattern:
             data = data.astype(np.float64)
         data[self.diag_slot] += diag
         return sp.csr_matrix((data, self.indices.copy(), self.indptr.copy()), shape=(self.n, self.n))
+
+    def matrix_parts(self, parts: list, scale: float, diag: np.ndarray) -> sp.csr_matrix:
+        """matrix(scale * np.concatenate(parts), diag), the same bytes: each kept entry's scale * value is added
+        to its slot in the order of the entries (np.bincount's order), straight from the parts (the element
+        groups' value arrays, ElasticTerms.hessian_parts), without the scaled, concatenated and gathered copies
+        of the ~4.6 M values of the 64^2 drape."""
+        data = np.zeros(self.nnz)
+        off = 0
+        for v in parts:
+            v = np.ascontiguousarray(v, np.float64).reshape(-1)
+            if self.all_kept and self.slot32 is not None:
+                if v.size:
+                    _scatter_scaled_all(data, self.slot32, off, v, float(scale))
+            else:
+                lo = int(np.searchsorted(self.keep, off))
+                hi = int(np.searchsorted(self.keep, off + v.size))
+                if hi > lo:
+                    _scatter_scaled(data, self.slot, self.keep, lo, hi, v, off, float(scale))
+            off += v.size
+        data[self.diag_slot] += diag
+        return sp.csr_matrix((data, self.indices.copy(), self.indptr.copy()), shape=(self.n, self.n))
+
+
+@njit(cache=True, fastmath=False)
+def _scatter_scaled(data, slot, keep, lo, hi, vals, off, scale):
+    """data[slot[i]] += scale * vals[keep[i] - off] for i in lo..hi-1, in that order (np.bincount's)."""
+    for i in range(lo, hi):
+        data[slot[i]] += scale * vals[keep[i] - off]
+
+
+@njit(cache=True, fastmath=False)
+def _scatter_scaled_all(data, slot, off, vals, scale):
+    """data[slot[off + i]] += scale * vals[i] for every i, in order (_scatter_scaled when every entry is kept)."""
+    for i in range(vals.shape[0]):
+        data[slot[off + i]] += scale * vals[i]
 
 
 def free_block(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dof_map: np.ndarray,
@@ -145,3 +182,78 @@ class RegionPattern:
         data[self.diag_slot] += diag
         return sp.bsr_matrix((data.reshape(-1, 3, 3), self.indices, self.indptr),
                              shape=(3 * self.nv, 3 * self.nv)).tocsr()
+
+    @classmethod
+    def from_elements(cls, groups: list, vloc: np.ndarray, nv: int) -> "RegionPattern":
+        """The pattern of the elements ``groups`` ((E, k) vertex arrays, nonempty, in ElasticTerms.patterns' order)
+        from their vertex pairs alone (k^2 per element, a ninth of the COO entries): the same blocks in the same
+        order as RegionPattern(*patterns, vloc, nv). Its ``matrix_parts`` sums the element groups' values."""
+        self = cls.__new__(cls)
+        self.nv = nv
+        pr, pc = [], []
+        for el in groups:
+            r, c = _vertex_pairs(np.ascontiguousarray(el, np.int64))
+            pr.append(r)
+            pc.append(c)
+        rows = np.concatenate(pr) if pr else np.zeros(0, np.int64)
+        cols = np.concatenate(pc) if pc else np.zeros(0, np.int64)
+        keep, slot, self.diag_slot, self.indices, self.indptr = _region_blocks(
+            rows, cols, np.ascontiguousarray(vloc, np.int64), int(nv))
+        self.nb = int(self.indptr[-1])
+        self.pair_block = np.full(rows.size, -1, np.int64)   # block of each element vertex pair, -1 outside
+        self.pair_block[keep] = slot // 9
+        self.group_k = [int(el.shape[1]) for el in groups]
+        self.keep = self.slot = None
+        return self
+
+    def matrix_parts(self, parts: list, scale: float, diag: np.ndarray) -> sp.csr_matrix:
+        """matrix(scale * np.concatenate(parts), diag) of the pattern RegionPattern(*patterns, vloc, nv) for a
+        from_elements pattern, the same bytes: each element's 3k x 3k values (row-major) are added block by block,
+        an entry's scale * value to its slot in the order of the COO entries (np.bincount's)."""
+        data = np.zeros(9 * self.nb)
+        off = 0
+        for k, v in zip(self.group_k, parts):
+            v = np.ascontiguousarray(v, np.float64).reshape(-1)
+            ne = v.size // (9 * k * k)
+            assert ne * 9 * k * k == v.size
+            _scatter_blocks(data, self.pair_block, off, k, v, float(scale))
+            off += ne * k * k
+        data[self.diag_slot] += diag
+        return sp.bsr_matrix((data.reshape(-1, 3, 3), self.indices, self.indptr),
+                             shape=(3 * self.nv, 3 * self.nv)).tocsr()
+
+
+@njit(cache=True, fastmath=False)
+def _vertex_pairs(elems):
+    """(rows, cols) 3 x the vertex of each (a, b) vertex pair of every element (E, k), element by element, a then b:
+    the DOF pattern of hessian_pattern restricted to the x-x entries (rows 3 v_a, cols 3 v_b)."""
+    E, k = elems.shape
+    rows = np.empty(E * k * k, np.int64)
+    cols = np.empty(E * k * k, np.int64)
+    q = 0
+    for e in range(E):
+        for a in range(k):
+            for b in range(k):
+                rows[q] = 3 * elems[e, a]
+                cols[q] = 3 * elems[e, b]
+                q += 1
+    return rows, cols
+
+
+@njit(cache=True, fastmath=False)
+def _scatter_blocks(data, pair_block, off, k, vals, scale):
+    """data[9 blk + 3 i + j] += scale * H_e[3 a + i, 3 b + j] for the blocks blk = pair_block[off + (e k + a) k + b]
+    (>= 0) of every element e's (3k x 3k, row-major in vals) Hessian, element by element, a, b, i, j in order: for
+    every slot the COO entries' order (element, then row, then column)."""
+    m = 3 * k
+    ne = vals.shape[0] // (m * m)
+    for e in range(ne):
+        base = e * m * m
+        for a in range(k):
+            for b in range(k):
+                blk = pair_block[off + (e * k + a) * k + b]
+                if blk < 0:
+                    continue
+                for i in range(3):
+                    for j in range(3):
+                        data[9 * blk + 3 * i + j] += scale * vals[base + (3 * a + i) * m + 3 * b + j]

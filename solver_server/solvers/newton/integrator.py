@@ -201,7 +201,7 @@ class IncrementalPotential:
                 gv, gb, _, _ = self._barrier_derivs(x, xs)
                 gc = h2 * gv
             else:
-                gc = h2 * self.contact.gradient(xs, self.cands)
+                gc = h2 * self.contact.gradient_then_hessian(xs, self.cands)
             gf = self.contact.friction_gradient(xs, self.h)
             if gf is not None:
                 gc = gc + h2 * gf
@@ -242,17 +242,17 @@ class IncrementalPotential:
 
     def hessian(self, x: np.ndarray):
         h2 = self.h * self.h
-        _, _, v = self.s.elastic.hessian(x[:self.nx])
+        parts = self.s.elastic.hessian_parts(x[:self.nx])
         diag = self.M3.copy()
         if len(self.pen_idx):
             dp = np.zeros_like(x)
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
         if self.damping is not None:
-            v = h2 * v + self.h * self.damping.vals
+            v = np.concatenate(parts) if parts else np.zeros(0)
+            H = self.pattern.matrix_parts([h2 * v + self.h * self.damping.vals], 1.0, diag[self.free_dofs])
         else:
-            v = h2 * v
-        H = self.pattern.matrix(v, diag[self.free_dofs])
+            H = self.pattern.matrix_parts(parts, h2, diag[self.free_dofs])
         nf = self.free_dofs.size
         if self.external is not None:
             if self._ext_H is None or self.external.varies:
@@ -317,7 +317,8 @@ class IncrementalPotential:
             vloc = -np.ones(self.D.n_z, np.int64)
             vloc[dofs[::3] // 3] = np.arange(R.size // 3)
             sub = self.s.elastic.subset(verts[:self.nx])
-            self._sub = (sub, RegionPattern(*sub.patterns(), vloc, R.size // 3), lmap, verts[:self.nx])
+            self._sub = (sub, RegionPattern.from_elements([el for _, el in sub._groups() if len(el)], vloc, R.size // 3),
+                         lmap, verts[:self.nx])
             self._sub_key = key
         return self._sub
 
@@ -332,13 +333,13 @@ class IncrementalPotential:
             return self.hessian(x).tocsc()[R][:, R].tocsr()
         sub, pat, lmap, vin = self._region_setup(R)
         h2 = self.h * self.h
-        _, _, v = sub.hessian(x[:self.nx])
+        parts = sub.hessian_parts(x[:self.nx])
         diag = self.M3.copy()
         if len(self.pen_idx):
             dp = np.zeros_like(x)
             dp[self.pen_idx] = self.kappa_m * self.pen_w[:, None]
             diag += dp.ravel()
-        H = pat.matrix(h2 * v, diag[self.free_dofs[R]])
+        H = pat.matrix_parts(parts, h2, diag[self.free_dofs[R]])
         if self.contact is not None:
             xs = self.D.to_x(x)
             rb, cb, vb = self.D.pull_coo(*self.contact.hessian(xs, self._region_pairs(vin) if cands is None

@@ -90,7 +90,7 @@ class RegionObjective:
             gp[ip.pen_idx] = ip.kappa_m * ip.pen_w[:, None] * (x[ip.pen_idx] - ip.pen_target)
             g += gp.ravel()
         if ip.contact is not None:
-            g += h2 * ip.contact.gradient(x, self.cands)
+            g += h2 * ip.contact.gradient_then_hessian(x, self.cands)
             gf = ip.contact.friction_gradient(x, ip.h, self.fs)
             if gf is not None:
                 g += h2 * gf
