@@ -90,6 +90,31 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
     return toi, touch, ga, gb, dist, near1
 
 
+@njit(cache=True, fastmath=False, parallel=True)
+def _pair_tois_moved(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta):
+    """The part of _pair_tois that depends on the move dx (a CCD round re-evaluates pairs at the same start x):
+    each pair's ACCD time of impact along x -> x + dx and whether its box gap at the end is below dhat, by the
+    same arithmetic as _pair_tois, without its start-distance terms."""
+    m = pairs.shape[0]
+    toi = np.ones(m)
+    end_gap = np.empty(m)
+    moved = np.zeros(m, np.bool_)
+    for k in prange(m):
+        X0 = np.empty(12)
+        P = np.empty(12)
+        ids = np.empty(4, dtype=np.int64)
+        off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
+        if gather_motion(x, dx, ids, X0, P):
+            moved[k] = True
+            toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
+            for j in range(12):
+                X0[j] += P[j]
+            end_gap[k] = box_gap(X0, mode == 1) - off
+        else:
+            end_gap[k] = np.inf
+    return toi, end_gap, moved
+
+
 @njit(cache=True, fastmath=False)
 def _find(parent, i):
     while parent[i] != i:
@@ -266,17 +291,21 @@ def _tois(obj, xs: np.ndarray, dx: np.ndarray, cands):
     return tuple(np.concatenate([a[i] for a in out]) for i in range(6))
 
 
-def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.ndarray, redo: np.ndarray):
-    """The times of impact of the pairs flagged redo (over pt then ee rows) along xs -> xs + dx."""
+def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.ndarray, redo: np.ndarray,
+                 dist: np.ndarray):
+    """The times of impact of the pairs flagged redo (over pt then ee rows) along xs -> xs + dx, and whether each
+    is within dhat at the end; dist: every pair's contact distance at xs (the first pass's)."""
     c = obj.contact
     m = c.mesh
     k = pt.shape[0]
     out = []
-    for mode, pairs, sel in ((0, pt, redo[:k]), (1, ee, redo[k:])):
+    dhat = float(c.dhat)
+    for mode, pairs, sel, d0 in ((0, pt, redo[:k], dist[:k]), (1, ee, redo[k:], dist[k:])):
         sub = np.ascontiguousarray(pairs[sel])
-        r = _pair_tois(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset,
-                       m.vertex_body.astype(np.int64), float(c.dhat), ETA)
-        out.append((r[0], r[5]))
+        toi, end_gap, moved = _pair_tois_moved(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset,
+                                               m.face_offset, m.edge_offset, ETA)
+        # a pair that does not move keeps its start distance (as _pair_tois: near1 = s0 < dhat)
+        out.append((toi, np.where(moved, end_gap < dhat, d0[sel] < dhat)))
     return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
 
 
@@ -376,7 +405,7 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             changed = (factor != f_eval) | ((mode != mode_eval) & (factor != 1.0))
             redo = changed[ga] | changed[gb]
             if redo.any():
-                sub, sub_near = _tois_subset(obj, xs, dx, pt, ee, redo)
+                sub, sub_near = _tois_subset(obj, xs, dx, pt, ee, redo, dist)
                 toi = toi.copy()
                 toi[redo] = sub
                 near1 = near1.copy()
