@@ -297,6 +297,9 @@ def hash_grid(qlo, qhi, tlo, thi):
     return origin, inv_cell, size, start, items, boxes, big
 
 
+CHUNK_SLAB = 8   # pairs a query a chunk's slab holds in _box_pairs_kernel's threaded pass before it rescans
+
+
 @njit(cache=True, fastmath=False, inline="always")
 def _chunk_count(n):
     return max(1, min(n, 64))
@@ -304,7 +307,7 @@ def _chunk_count(n):
 
 @njit(cache=True, fastmath=False, parallel=True)
 def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, single, qidx, tidx,
-                      grid_origin, grid_inv_cell, grid_size):
+                      grid_origin, grid_inv_cell, grid_size, slab_per_query):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32 element ids (qidx / tidx of
     the box rows), in query order (several threads: count, then write). grid_size > 0: the hash grid's origin
     (3,) (m), 1 / cell size (1/m) and table size are these (else hash_grid's, from the boxes)."""
@@ -340,38 +343,65 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
                 out[m + j, 1] = buf[j]
             m += n
         return out[:m].copy()
-    counts = np.zeros(nq + 1, dtype=np.int64)
+    # several threads: each chunk of queries scans once into its own slab (slab_per_query pairs a query, the
+    # slab's capacity); a chunk that outgrows its slab keeps counting and is scanned again into an exact slab. The
+    # chunks are then copied out in query order: the same pairs in the same order as the one-thread pass.
     nch = _chunk_count(nq)
-    for ch in prange(nch):
-        empty = np.empty(0, dtype=np.int64)
-        for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
-            counts[q + 1] = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size,
-                                          mode, faces, edges, vbody, self_contact, static, empty, qidx, tidx, ebody, sb)
-    for q in range(nq):
-        counts[q + 1] += counts[q]
-    out = np.empty((counts[nq], 2), dtype=np.int32)
+    per = (nq + nch - 1) // nch
+    cap = slab_per_query * (per + 8)
+    slab = np.empty((nch, cap, 2), dtype=np.int32)
+    got = np.zeros(nch, dtype=np.int64)
     for ch in prange(nch):
         buf = np.empty(64, dtype=np.int64)
+        m = 0
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            n = counts[q + 1] - counts[q]
+            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             if n > buf.shape[0]:
                 buf = np.empty(2 * n, dtype=np.int64)
+                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            if m + n <= cap:
+                for j in range(n):
+                    slab[ch, m + j, 0] = qidx[q]
+                    slab[ch, m + j, 1] = buf[j]
+            m += n
+        got[ch] = m
+    offs = np.zeros(nch + 1, dtype=np.int64)
+    for ch in range(nch):
+        offs[ch + 1] = offs[ch] + got[ch]
+    out = np.empty((offs[nch], 2), dtype=np.int32)
+    for ch in prange(nch):
+        if got[ch] <= cap:
+            for j in range(got[ch]):
+                out[offs[ch] + j, 0] = slab[ch, j, 0]
+                out[offs[ch] + j, 1] = slab[ch, j, 1]
+            continue
+        buf = np.empty(64, dtype=np.int64)   # outgrew its slab: scan again straight into place
+        m = offs[ch]
+        for q in range(ch * nq // nch, (ch + 1) * nq // nch):
             sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
-            _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                          edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            if n > buf.shape[0]:
+                buf = np.empty(2 * n, dtype=np.int64)
+                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
+                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
             for j in range(n):
-                out[counts[q] + j, 0] = qidx[q]
-                out[counts[q] + j, 1] = buf[j]
+                out[m + j, 0] = qidx[q]
+                out[m + j, 1] = buf[j]
+            m += n
     return out
 
 
 def overlapping_box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static, qidx=None,
-                          tidx=None, grid=None):
+                          tidx=None, grid=None, slab_per_query: int = CHUNK_SLAB):
     """All accepted (query, target) pairs with overlapping boxes, (k, 2) int32; one pass when numba
     runs on one thread. qidx / tidx: the element ids of the box rows (default: row i is element i).
     grid: (origin (3,) m, 1 / cell size 1/m, table size) of the hash grid, or None (hash_grid's); the pairs
-    are the same either way, their order within a query's run follows the grid's cells."""
+    are the same either way, their order within a query's run follows the grid's cells. slab_per_query: the
+    threaded pass's room per query before a chunk rescans (the same pairs either way; tests use 0)."""
     if qidx is None:
         qidx = np.arange(qlo.shape[0], dtype=np.int64)
     if tidx is None:
@@ -379,7 +409,7 @@ def overlapping_box_pairs(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_co
     origin, inv_cell, size = (np.zeros(3), 1.0, 0) if grid is None else grid
     return _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contact, static,
                              numba.get_num_threads() == 1, qidx, tidx, np.ascontiguousarray(origin, np.float64),
-                             float(inv_cell), int(size))
+                             float(inv_cell), int(size), int(slab_per_query))
 
 
 # --- body-level culling (issue 19) ------------------------------------------------------------------

@@ -206,3 +206,34 @@ def test_pairs_and_their_order_do_not_depend_on_the_hash_table(seed):
             got = broad_phase.overlapping_box_pairs(qlo, qhi, tlo, thi, mode, *filt, qi, ti,
                                                     grid=(grid[0], grid[1], size))
             assert got.tobytes() == ref.tobytes()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_threaded_box_pairs_equal_the_one_thread_pass(seed):
+    """The threaded pass (each chunk of queries into its own slab, copied out in query order) gives the one-thread
+    pass's pairs in the same order: with room for every chunk, and with no room (every chunk rescans into place)."""
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    x, mesh = _pile(seed, div=3)
+    x1 = x + np.random.default_rng(seed).normal(scale=0.005, size=x.shape) * (mesh.body_static[
+        mesh.vertex_body] == 0)[:, None]
+    vpad = np.full(mesh.n_verts, 0.005)
+    ff, ef = mesh.faces[:, 0], mesh.edges[:, 0]
+    ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), gpt, gee = broad_phase.region_culled_boxes(
+        x, x1, mesh, (vpad, vpad[ff], vpad[ef]))
+    filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
+    old = numba.get_num_threads()
+    try:
+        for qlo, qhi, tlo, thi, mode, qi, ti, grid in ((vlo, vhi, flo, fhi, 0, vi, fi, gpt),
+                                                        (elo, ehi, elo, ehi, 1, ei, ei, gee)):
+            numba.set_num_threads(1)
+            ref = broad_phase.overlapping_box_pairs(qlo, qhi, tlo, thi, mode, *filt, qi, ti, grid=grid)
+            assert len(ref) > 20
+            numba.set_num_threads(2)
+            for slab in (broad_phase.CHUNK_SLAB, 0):
+                got = broad_phase.overlapping_box_pairs(qlo, qhi, tlo, thi, mode, *filt, qi, ti, grid=grid,
+                                                        slab_per_query=slab)
+                assert got.tobytes() == ref.tobytes()
+    finally:
+        numba.set_num_threads(old)
