@@ -297,6 +297,20 @@ def hash_grid(qlo, qhi, tlo, thi):
     return origin, inv_cell, size, start, items, boxes, big
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _query_pairs(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges, vbody,
+                 self_contact, static, buf, qidx, tidx, ebody):
+    """(n, buf): query q's accepted targets into buf[:n], buf grown (and the scan repeated) when they do not fit."""
+    sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
+    n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces, edges,
+                      vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+    if n > buf.shape[0]:
+        buf = np.empty(2 * n, dtype=np.int64)
+        n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                          edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+    return n, buf
+
+
 CHUNK_SLAB = 8   # pairs a query a chunk's slab holds in _box_pairs_kernel's threaded pass before it rescans
 
 
@@ -327,13 +341,8 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         buf = np.empty(64, dtype=np.int64)
         m = 0
         for q in range(nq):
-            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
-            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
-            if n > buf.shape[0]:
-                buf = np.empty(2 * n, dtype=np.int64)
-                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            n, buf = _query_pairs(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                                  edges, vbody, self_contact, static, buf, qidx, tidx, ebody)
             if m + n > out.shape[0]:
                 grown = np.empty((2 * (m + n), 2), dtype=np.int32)
                 grown[:m] = out[:m]
@@ -355,13 +364,8 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         buf = np.empty(64, dtype=np.int64)
         m = 0
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
-            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
-            if n > buf.shape[0]:
-                buf = np.empty(2 * n, dtype=np.int64)
-                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            n, buf = _query_pairs(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                                  edges, vbody, self_contact, static, buf, qidx, tidx, ebody)
             if m + n <= cap:
                 for j in range(n):
                     slab[ch, m + j, 0] = qidx[q]
@@ -381,13 +385,8 @@ def _box_pairs_kernel(qlo, qhi, tlo, thi, mode, faces, edges, vbody, self_contac
         buf = np.empty(64, dtype=np.int64)   # outgrew its slab: scan again straight into place
         m = offs[ch]
         for q in range(ch * nq // nch, (ch + 1) * nq // nch):
-            sb = _skip_body(mode, qidx[q], faces, edges, vbody, self_contact) if mode != 2 else -1
-            n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
-                              edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
-            if n > buf.shape[0]:
-                buf = np.empty(2 * n, dtype=np.int64)
-                n = _scan_targets(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode,
-                                  faces, edges, vbody, self_contact, static, buf, qidx, tidx, ebody, sb)
+            n, buf = _query_pairs(q, qlo, qhi, tlo, thi, start, items, boxes, big, origin, inv_cell, size, mode, faces,
+                                  edges, vbody, self_contact, static, buf, qidx, tidx, ebody)
             for j in range(n):
                 out[m + j, 0] = qidx[q]
                 out[m + j, 1] = buf[j]

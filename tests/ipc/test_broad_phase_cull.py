@@ -185,11 +185,9 @@ def test_a_target_whose_cells_share_a_bucket_is_reported_once():
     assert pairs.tolist() == [[0, 0]]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_pairs_and_their_order_do_not_depend_on_the_hash_table(seed):
-    """The bucket a cell hashes to never changes the pairs nor their order (broad_phase._hash): the same arrays from
-    hash tables of 1,024 buckets (many cells share one) up to 2^20, on the culled boxes of the region cut and on
-    every element, point-triangle and edge-edge."""
+def _culled_pile_boxes(seed):
+    """The region cut's culled boxes (vertices, faces, edges, and the two grids) of a pile of subdivided cubes
+    moved by ~5 mm, and the pair filter's mesh arrays."""
     x, mesh = _pile(seed, div=3)
     x1 = x + np.random.default_rng(seed).normal(scale=0.005, size=x.shape) * (mesh.body_static[
         mesh.vertex_body] == 0)[:, None]
@@ -198,6 +196,15 @@ def test_pairs_and_their_order_do_not_depend_on_the_hash_table(seed):
     ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), gpt, gee = broad_phase.region_culled_boxes(
         x, x1, mesh, (vpad, vpad[ff], vpad[ef]))
     filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
+    return (vlo, vhi, vi, flo, fhi, fi, elo, ehi, ei, gpt, gee), filt
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pairs_and_their_order_do_not_depend_on_the_hash_table(seed):
+    """The bucket a cell hashes to never changes the pairs nor their order (broad_phase._hash): the same arrays from
+    hash tables of 1,024 buckets (many cells share one) up to 2^20, on the culled boxes of the region cut and on
+    every element, point-triangle and edge-edge."""
+    (vlo, vhi, vi, flo, fhi, fi, elo, ehi, ei, gpt, gee), filt = _culled_pile_boxes(seed)
     for qlo, qhi, tlo, thi, mode, qi, ti, grid in ((vlo, vhi, flo, fhi, 0, vi, fi, gpt),
                                                     (elo, ehi, elo, ehi, 1, ei, ei, gee)):
         ref = broad_phase.overlapping_box_pairs(qlo, qhi, tlo, thi, mode, *filt, qi, ti, grid=grid)
@@ -215,14 +222,7 @@ def test_threaded_box_pairs_equal_the_one_thread_pass(seed):
     import numba
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba has one thread here")
-    x, mesh = _pile(seed, div=3)
-    x1 = x + np.random.default_rng(seed).normal(scale=0.005, size=x.shape) * (mesh.body_static[
-        mesh.vertex_body] == 0)[:, None]
-    vpad = np.full(mesh.n_verts, 0.005)
-    ff, ef = mesh.faces[:, 0], mesh.edges[:, 0]
-    ((vlo, vhi, vi), (flo, fhi, fi), (elo, ehi, ei)), gpt, gee = broad_phase.region_culled_boxes(
-        x, x1, mesh, (vpad, vpad[ff], vpad[ef]))
-    filt = (mesh.faces, mesh.edges, mesh.vertex_body, mesh.self_contact, mesh.body_static)
+    (vlo, vhi, vi, flo, fhi, fi, elo, ehi, ei, gpt, gee), filt = _culled_pile_boxes(seed)
     old = numba.get_num_threads()
     try:
         for qlo, qhi, tlo, thi, mode, qi, ti, grid in ((vlo, vhi, flo, fhi, 0, vi, fi, gpt),
