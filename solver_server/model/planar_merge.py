@@ -35,10 +35,11 @@ from .checks import enclosed_volume
 
 REL_TOL = 1e-10        # the merge's tolerance, relative to the bounding-box diagonal (0.02 nm on a 20 cm prop)
 MERGE = True           # False: the "mesh" shape keeps every triangle (benchmarks compare the two)
-MAX_LOOP = 256         # a region whose polygon keeps more corners keeps its triangles (ear clipping is O(k^2))
+MAX_LOOP = 256         # a region whose polygon keeps more corners keeps its triangles (ear clipping is O(k^3))
 
 
 def _unit_normals(V: np.ndarray, T: np.ndarray) -> tuple:
+    """(unit normals (t, 3), areas (t,) m^2) of the triangles; a zero-area triangle gets a zero normal."""
     n = np.cross(V[T[:, 1]] - V[T[:, 0]], V[T[:, 2]] - V[T[:, 0]])
     a = np.linalg.norm(n, axis=1)
     return n / np.where(a > 0, a, 1.0)[:, None], 0.5 * a
@@ -62,8 +63,9 @@ def _edge_table(T: np.ndarray) -> tuple:
 
 
 def _regions(V: np.ndarray, T: np.ndarray, n: np.ndarray, tol: float, E, tri, rev) -> tuple:
-    """(label per triangle, merged flag per region): edge-connected coplanar components, each checked flat
-    within tol against its area-weighted plane (a component that is not is split back into single triangles)."""
+    """(region label per triangle (t,) int64, number of regions): edge-connected components of triangles facing
+    the same way whose neighbours' far vertices lie within tol of their planes, each checked flat within tol
+    against its area-weighted plane (a component that is not is split back into single triangles)."""
     t = len(T)
     has = rev >= 0
     a, b = tri[has], tri[rev[has]]
