@@ -214,8 +214,11 @@ class Client:
                                            f"client NAME.key_secret (client_key= or ${CLIENT_KEY_FILE_ENV})")
                 self._handshake_definite = True
             elif self.encrypted:
+                # a wrong server key, or (on a loaded machine, when the mechanism mismatch is not the event seen
+                # before the timeout) a server without encryption: both are said
                 self._handshake_failure = (f"the encrypted handshake with {self.address} failed: the server public "
-                                           "key given does not match the server's key (copy server.key again)")
+                                           "key given does not match the server's key (copy server.key again), or "
+                                           "the server does not use encryption (start it with its key file)")
             elif ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 # a plain (NULL) handshake with a plain server cannot fail; a CurveZMQ server drops it, and on a
                 # loaded machine this event may be the only one seen before the timeout (no mechanism mismatch)
