@@ -195,19 +195,15 @@ def merge_planar(vertices: np.ndarray, triangles: np.ndarray, rel_tol: float = R
     crease = lab[tri] != lab[tri[rev]]        # directed edges between two regions
     merged = np.ones(k, bool)
     for _ in range(64):
-        res = _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag)
-        if res is None:
-            return unchanged
-        ok, out = res
+        ok, out = _attempt(V, T, n, lab, k, merged, crease, E, tri, tol, diag)
         if ok.all():
             break
         merged &= ok
     else:
         return unchanged
-    Tn = out
-    if len(Tn) >= len(T):
+    if len(out) >= len(T):
         return unchanged
-    kept, inv = np.unique(Tn.ravel(), return_inverse=True)
+    kept, inv = np.unique(out.ravel(), return_inverse=True)
     Vs, Ts = V[kept], inv.reshape(-1, 3).astype(np.int32)
     _, a2 = _unit_normals(Vs, Ts)
     o = V.mean(axis=0)                        # volumes about a point near the body: no round-off from far away
