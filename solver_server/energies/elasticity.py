@@ -54,7 +54,8 @@ class ElasticTerms:
     def __post_init__(self):
         self._patterns = None
 
-    def _groups(self):
+    def element_groups(self) -> list:
+        """(name, element vertex indices) per element group, in the order of ``patterns`` and ``hessian_parts``."""
         return [("tets", self.tets), ("tets10", self.tets10), ("tris", self.tris), ("shells", self.shells),
                 ("rod_edges", self.rod_edges), ("rod_bends", self.rod_bends)]
 
@@ -62,7 +63,7 @@ class ElasticTerms:
         """Global COO (rows, cols) for the concatenated element Hessians (cached)."""
         if self._patterns is None:
             rows, cols = [], []
-            for _, el in self._groups():
+            for _, el in self.element_groups():
                 if len(el):
                     r, c = hessian_pattern(np.ascontiguousarray(el))
                     rows.append(r)
@@ -81,7 +82,7 @@ class ElasticTerms:
         from dataclasses import fields, replace
         kw = {}
         names = [f.name for f in fields(self)]
-        for group, el in self._groups():
+        for group, el in self.element_groups():
             if not len(el):
                 continue
             keep = verts[el].any(axis=1)
@@ -96,7 +97,7 @@ class ElasticTerms:
         return replace(self, **kw)
 
     def n_elements(self) -> int:
-        return sum(len(el) for _, el in self._groups())
+        return sum(len(el) for _, el in self.element_groups())
 
     def energy(self, x: np.ndarray) -> float:
         """Total elastic energy (J); +inf if a neo-Hookean tet is inverted."""

@@ -317,8 +317,8 @@ class IncrementalPotential:
             vloc = -np.ones(self.D.n_z, np.int64)
             vloc[dofs[::3] // 3] = np.arange(R.size // 3)
             sub = self.s.elastic.subset(verts[:self.nx])
-            self._sub = (sub, RegionPattern.from_elements([el for _, el in sub._groups() if len(el)], vloc, R.size // 3),
-                         lmap, verts[:self.nx])
+            groups = [el for _, el in sub.element_groups() if len(el)]
+            self._sub = (sub, RegionPattern.from_elements(groups, vloc, R.size // 3), lmap, verts[:self.nx])
             self._sub_key = key
         return self._sub
 
