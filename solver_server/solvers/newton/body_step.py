@@ -49,7 +49,7 @@ JOIN_TOUCHING = True   # bodies within dhat of each other share an island (False
 MIN_FACTOR = 1e-6   # an island's factor below this: give up (the caller's search)
 
 STATS = {"tries": 0, "taken": 0, "fail": 0, "margin_fail": 0, "full_islands": 0, "ccd_retry": 0, "energy_retry": 0,
-         "invalid_retry": 0}
+         "invalid_retry": 0, "margin_mixed": 0}
 """Counters for diagnosis (read and reset by scripts; never read by the solver)."""
 TRACE = None
 """A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
@@ -310,9 +310,10 @@ def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.nda
 
 
 @njit(cache=True, fastmath=False)
-def _off_segment(dx, d0):
-    """Largest distance (m) of a vertex's move dx[i] from the segment [0, d0[i]] of its full-step move."""
-    worst = 0.0
+def _off_segment(dx, d0, vbody, ng):
+    """(ng,) the largest distance (m) of a vertex's move dx[i] from the segment [0, d0[i]] of its full-step move,
+    per mesh body vbody[i] (a group)."""
+    worst = np.zeros(ng)
     for i in range(dx.shape[0]):
         dd = d0[i, 0] * d0[i, 0] + d0[i, 1] * d0[i, 1] + d0[i, 2] * d0[i, 2]
         t = 0.0
@@ -322,7 +323,10 @@ def _off_segment(dx, d0):
         e0 = dx[i, 0] - t * d0[i, 0]
         e1 = dx[i, 1] - t * d0[i, 1]
         e2 = dx[i, 2] - t * d0[i, 2]
-        worst = max(worst, math.sqrt(e0 * e0 + e1 * e1 + e2 * e2))
+        e = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+        g = vbody[i]
+        if e > worst[g]:
+            worst[g] = e
     return worst
 
 
@@ -369,7 +373,9 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
     pair0 = (toi, touch, ga, gb, dist)
     pt = np.ascontiguousarray(np.asarray(cands.pt).reshape(-1, 2), np.int64)
     ee = np.ascontiguousarray(np.asarray(cands.ee).reshape(-1, 2), np.int64)
-    f_eval, mode_eval = np.ones(ng), None   # the factors (and bend mode) toi was evaluated with (None: q0)
+    f_eval = np.ones(ng)   # the factors toi was evaluated with
+    mode_eval = np.zeros(ng, np.bool_)   # and each group's mode (True: its full bent step scaled; at factor 1: q0)
+    vbody = np.ascontiguousarray(c.mesh.vertex_body, np.int64)
     factor = np.ones(ng)
     if (toi < 1.0).any():
         factor = _islands(parent, factor, toi, (toi < 1.0) | (touch & JOIN_TOUCHING), ga, gb, moving, SHRINK)
@@ -391,17 +397,23 @@ def _scaled_step(obj, x: np.ndarray, p: np.ndarray, q0: np.ndarray):
             # = search_direction(x, scale p) (the bend is quadratic in the step); rows at factor 1 are q0's, bit for bit
             q = np.where(sc == 1.0, q0, sc * p + (sc * sc) * corr)
             dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
-            prefix = False
-            if _off_segment(dx, d0) > margin:
-                # re-bent too far from the full step's path: the full bent step scaled per island instead
-                # (each vertex on its segment; the rotation is then bent for the full step only)
+            mode = _off_segment(dx, d0, vbody, ng) > margin
+            if mode.any():
+                # a body re-bent too far from its full step's path takes its full bent step scaled instead (each
+                # vertex on its segment; its rotation is then bent for the full step only); the others keep
+                # their re-bent steps, within the margin of their paths, so the candidates hold every pair. (One
+                # body off its path used to put every body on its scaled full step: a small factor on a turning
+                # body then stretches it to first order, E_orth grows as the square of the factor where the
+                # model saw a fall, and the energy halvings cut its island to 1/16-1/32 of its CCD bound.)
                 STATS["margin_fail"] += 1
-                prefix = True
-                q = scale[:, None] * q0
+                if (moving & ~mode & (factor < 1.0)).any():
+                    STATS["margin_mixed"] += 1   # scaled islands keep their re-bent steps beside it
+                far = np.zeros(x.shape[0], np.bool_)
+                far[rows] = mode[groups[rows]]
+                q = np.where(far[:, None], sc * q0, q)
                 dx = np.ascontiguousarray(obj.D.to_x(q), np.float64)
             # a pair's time of impact depends on its two groups' moves only: recompute the pairs of the groups
             # whose move changed since the last evaluation
-            mode = prefix
             changed = (factor != f_eval) | ((mode != mode_eval) & (factor != 1.0))
             redo = changed[ga] | changed[gb]
             if redo.any():
