@@ -196,6 +196,9 @@ class CLEARANCE_PT_bake_settings(ClearancePanelBase, bpy.types.Panel):
         layout.prop(s, "contact_gap")
         layout.prop(s, "friction")
         layout.prop(s, "newton_tol")
+        row = layout.row()
+        row.active = s.backend in ("AUTO", "ipc")   # the IPC solver's budget a step: MPM and pass-through ignore it
+        row.prop(s, "max_newton_iterations")
         layout.prop(s, "backend")
         if s.backend in ("AUTO", "mpm"):
             layout.prop(s, "mpm_domain")

@@ -113,6 +113,19 @@ def test_bake_settings_panel_shows_it_right_after_substeps(blender, backend, act
     assert log[i][1] is active and log[i][2] is True   # greyed out when the backend ignores it; buttons
 
 
+@pytest.mark.parametrize("backend, active", [("AUTO", True), ("ipc", True), ("mpm", False)])
+def test_bake_settings_panel_shows_max_newton_iterations_after_the_tolerance(blender, backend, active):
+    """The step's iteration budget is reachable from the panel (a pour of stiff props needs more than the default),
+    right under Newton Tolerance, greyed out when the backend does not run Newton."""
+    bpy.context.scene.clearance.backend = backend
+    log = []
+    bpy.types.CLEARANCE_PT_bake_settings.draw(type("P", (), {"layout": _RecordingLayout(log)})(), bpy.context)
+    names = [n for n, _, _ in log]
+    i = names.index("max_newton_iterations")
+    assert names[i - 1] == "newton_tol"
+    assert log[i][1] is active
+
+
 class _LabelLayout(_RecordingLayout):
     """_RecordingLayout that also records the text of every label, as ("label: <text>", active, False)."""
 
