@@ -2,16 +2,17 @@
 
     python scripts/bake_blend.py FILE.blend [--frames A B] [--out FILE_baked.blend]
                                  [--server ADDRESS] [--blender /path/to/blender]
-                                 [--solver-quality fast|accurate] [--export SCENE.clrscene]
-                                 [--load-farm DIR]
+                                 [--solver-quality fast|accurate] [--max-newton-iterations N]
+                                 [--export SCENE.clrscene] [--load-farm DIR]
 
 With ``--blender`` the given Blender runs in background mode (``-b``) with this script as its
 ``--python`` (the add-on must be installed there); without it, the bpy module of this Python
 does the work and the add-on is enabled from this checkout. The bake is the add-on's own
 ``clearance.bake`` operator (blocking in background mode); the output keeps its .pc2 caches
 in the cache folder set in the file (by default ``//clearance_cache/<output name>/`` beside the output).
-``--solver-quality`` overrides the file's Solver Quality (saved into the output file, so it
-records what it was baked with).
+``--solver-quality`` overrides the file's Solver Quality and ``--max-newton-iterations`` its Max Newton
+Iterations (a step's budget: a pour of hundreds of stiff props needs more than the default 100), both saved into
+the output file, so it records what it was baked with.
 ``--export SCENE.clrscene`` bakes nothing: it writes the scene the bake would send (the add-on's
 *Export Scene (.clrscene)*, with the same overrides) so that a node without Blender can bake it with
 ``clearance-server bake SCENE.clrscene --out DIR``; no server is started and the .blend is not saved.
@@ -45,11 +46,17 @@ def parse(argv: list) -> argparse.Namespace:
     p.add_argument("--solver-quality", choices=("fast", "accurate"),
                    help="IPC solver: fast (block descent) or accurate (Newton IPC converged to the tolerance); "
                         "default: the file's Solver Quality")
+    p.add_argument("--max-newton-iterations", type=int, metavar="N",
+                   help="Newton iterations a step may take before it is reported unconverged (>= 1); "
+                        "default: the file's Max Newton Iterations")
     p.add_argument("--export", metavar="SCENE.clrscene",
                    help="write the scene to this .clrscene file instead of baking (for clearance-server bake)")
     p.add_argument("--load-farm", metavar="DIR",
                    help="instead of baking, load the --out folder of clearance-server bake (Load Farm Bake) and save")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.max_newton_iterations is not None and args.max_newton_iterations < 1:
+        p.error(f"--max-newton-iterations must be at least 1, got {args.max_newton_iterations}")
+    return args
 
 
 def _enable_from_checkout() -> None:
@@ -88,6 +95,8 @@ def bake_here(args: argparse.Namespace) -> int:
         s.server_address = args.server
     if args.solver_quality:
         s.solver_quality = args.solver_quality.upper()   # the add-on's enum: FAST / ACCURATE
+    if args.max_newton_iterations is not None:
+        s.max_newton_iterations = args.max_newton_iterations
     if args.export:
         return export_here(os.path.abspath(args.export))
     if args.load_farm:

@@ -139,6 +139,22 @@ def test_bake_blend_export_writes_a_scene_a_node_bakes(blender, tmp_path):
     _assert_frames_are_blenders(out, expected)
 
 
+def test_bake_blend_overrides_max_newton_iterations(blender, tmp_path):
+    """The farm script's --max-newton-iterations reaches the scene the bake sends (here the exported one), and a
+    budget below 1 is refused with exit status 2, naming the option."""
+    from protocol.scenefile import load_scene
+    _, blend = _shot(tmp_path)
+    path = tmp_path / "shot.clrscene"
+    script = os.path.join(ROOT, "scripts", "bake_blend.py")
+    r = subprocess.run([sys.executable, script, blend, "--max-newton-iterations", "640", "--export", str(path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert load_scene(str(path)).settings.max_newton_iterations == 640
+    r = subprocess.run([sys.executable, script, blend, "--max-newton-iterations", "0", "--export", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--max-newton-iterations" in r.stderr
+
+
 def test_a_physics_bake_of_the_exported_file_equals_the_addons_bake(blender, server, tmp_path):
     """The real use: a cloth (IPC, Converged) falling onto a box. The node's ``clearance-server bake`` of
     the exported file gives the same frames, bit for bit, as the add-on's Bake through the server."""
