@@ -55,11 +55,87 @@ TRACE = None
 """A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
 
 
+APART = True   # skip the ACCD of element pairs whose bodies' bounding spheres stay apart (same results, _apart)
+
+
+@njit(cache=True, fastmath=False)
+def _body_spheres(x, dx, vbody, nb):
+    """Per mesh body (nb,): the mean of its vertices at x (centre, m), the largest distance of a vertex from it
+    (radius, m), the mean of their moves dx (m) and the largest distance of a vertex's move from that mean (m):
+    along the straight moves x -> x + t dx every vertex of body b stays within radius + t spread of
+    centre + t mean move, t in [0, 1]."""
+    n = x.shape[0]
+    cen = np.zeros((nb, 3))
+    dcen = np.zeros((nb, 3))
+    cnt = np.zeros(nb)
+    for i in range(n):
+        b = vbody[i]
+        cnt[b] += 1.0
+        for a in range(3):
+            cen[b, a] += x[i, a]
+            dcen[b, a] += dx[i, a]
+    for b in range(nb):
+        if cnt[b] > 0.0:
+            for a in range(3):
+                cen[b, a] /= cnt[b]
+                dcen[b, a] /= cnt[b]
+    rad = np.zeros(nb)
+    spread = np.zeros(nb)
+    for i in range(n):
+        b = vbody[i]
+        r2 = 0.0
+        q2 = 0.0
+        for a in range(3):
+            r2 += (x[i, a] - cen[b, a]) ** 2
+            q2 += (dx[i, a] - dcen[b, a]) ** 2
+        rad[b] = max(rad[b], math.sqrt(r2))
+        spread[b] = max(spread[b], math.sqrt(q2))
+    return cen, rad, dcen, spread
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _apart(a, b, cen, rad, dcen, spread, off, dhat, eta):
+    """True when no element pair of bodies a and b (contact offset off) can do anything but what a pair far apart
+    does in _pair_tois / _pair_tois_moved: along the moves every vertex stays in its body's moving sphere
+    (_body_spheres), so the pair's contact distance stays above the spheres' smallest gap g minus off, its start
+    distance is below |c_a - c_b| + r_a + r_b, and its elements' boxes at the end lie in the spheres' boxes. With
+    g - off > dhat and >= eta x that start bound, ACCD returns 1 (it stops early only below eta x the start
+    distance), the pair does not touch at the start, and (the end boxes' gap above dhat) it is not near at the
+    end: the results the full computation gives, without it. Slack 1e-9 relative against round-off."""
+    d0x = cen[a, 0] - cen[b, 0]
+    d0y = cen[a, 1] - cen[b, 1]
+    d0z = cen[a, 2] - cen[b, 2]
+    vx = dcen[a, 0] - dcen[b, 0]
+    vy = dcen[a, 1] - dcen[b, 1]
+    vz = dcen[a, 2] - dcen[b, 2]
+    R = rad[a] + spread[a] + rad[b] + spread[b]
+    vv = vx * vx + vy * vy + vz * vz
+    t = 0.0
+    if vv > 0.0:
+        t = min(1.0, max(0.0, -(d0x * vx + d0y * vy + d0z * vz) / vv))
+    ex = d0x + t * vx
+    ey = d0y + t * vy
+    ez = d0z + t * vz
+    g = math.sqrt(ex * ex + ey * ey + ez * ez) - R - off
+    slack = 1.0 + 1e-9
+    if not g > dhat * slack + 1e-12:
+        return False
+    s0_up = math.sqrt(d0x * d0x + d0y * d0y + d0z * d0z) + rad[a] + rad[b]
+    if not g >= eta * s0_up * slack + 1e-12:
+        return False
+    gx = max(abs(d0x + vx) - R, 0.0)
+    gy = max(abs(d0y + vy) - R, 0.0)
+    gz = max(abs(d0z + vz) - R, 0.0)
+    return math.sqrt(gx * gx + gy * gy + gz * gz) - off > dhat * slack + 1e-12
+
+
 @njit(cache=True, fastmath=False, parallel=True)
-def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, vbody, dhat, eta):
+def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, vbody, dhat, eta, spheres,
+               use_spheres):
     """For each pair (rows of pairs, mode 0: vertex-face, 1: edge-edge): its ACCD time of impact along the
     straight move x -> x + dx (1: none within the step), whether its contact distance at x is below dhat,
-    and the mesh bodies of its two sides."""
+    and the mesh bodies of its two sides. spheres: _body_spheres of (x, dx); with use_spheres a pair whose bodies
+    stay _apart gets the far pair's results (toi 1, not touching, not near at the end, distance inf) unevaluated."""
     m = pairs.shape[0]
     toi = np.ones(m)
     touch = np.zeros(m, np.bool_)
@@ -67,6 +143,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
     near1 = np.zeros(m, np.bool_)
     ga = np.empty(m, np.int64)
     gb = np.empty(m, np.int64)
+    cen, rad, dcen, spread = spheres
     for k in prange(m):
         X0 = np.empty(12)
         P = np.empty(12)
@@ -74,6 +151,9 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
         off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
         ga[k] = vbody[ids[0]]
         gb[k] = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
+        if use_spheres and _apart(ga[k], gb[k], cen, rad, dcen, spread, off, dhat, eta):
+            dist[k] = np.inf
+            continue
         moving = gather_motion(x, dx, ids, X0, P)
         s0 = box_gap(X0, mode == 1) - off   # a lower bound of the contact distance, exact enough beyond dhat
         if s0 < dhat:
@@ -91,19 +171,29 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
 
 
 @njit(cache=True, fastmath=False, parallel=True)
-def _pair_tois_moved(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta):
+def _pair_tois_moved(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, eta, vbody, dhat,
+                     spheres, use_spheres):
     """The part of _pair_tois that depends on the move dx (a CCD round re-evaluates pairs at the same start x):
     each pair's ACCD time of impact along x -> x + dx and whether its box gap at the end is below dhat, by the
-    same arithmetic as _pair_tois, without its start-distance terms."""
+    same arithmetic as _pair_tois, without its start-distance terms (and the same _apart shortcut: toi 1, end gap
+    inf)."""
     m = pairs.shape[0]
     toi = np.ones(m)
     end_gap = np.empty(m)
     moved = np.zeros(m, np.bool_)
+    cen, rad, dcen, spread = spheres
     for k in prange(m):
         X0 = np.empty(12)
         P = np.empty(12)
         ids = np.empty(4, dtype=np.int64)
         off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
+        if use_spheres:
+            a = vbody[ids[0]]
+            b = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
+            if _apart(a, b, cen, rad, dcen, spread, off, dhat, eta):
+                moved[k] = True
+                end_gap[k] = np.inf
+                continue
         if gather_motion(x, dx, ids, X0, P):
             moved[k] = True
             toi[k] = accd_pair(X0, P, mode == 1, off, eta, 1.0, 1_000_000)
@@ -284,10 +374,12 @@ def _tois(obj, xs: np.ndarray, dx: np.ndarray, cands):
     c = obj.contact
     m = c.mesh
     out = []
+    vbody = np.ascontiguousarray(m.vertex_body, np.int64)
+    spheres = _body_spheres(xs, dx, vbody, int(m.body_static.shape[0]))
     for mode, pairs in ((0, cands.pt), (1, cands.ee)):
         pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
         out.append(_pair_tois(xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset,
-                              m.edge_offset, m.vertex_body.astype(np.int64), float(c.dhat), ETA))
+                              m.edge_offset, vbody, float(c.dhat), ETA, spheres, APART))
     return tuple(np.concatenate([a[i] for a in out]) for i in range(6))
 
 
@@ -300,10 +392,12 @@ def _tois_subset(obj, xs: np.ndarray, dx: np.ndarray, pt: np.ndarray, ee: np.nda
     k = pt.shape[0]
     out = []
     dhat = float(c.dhat)
+    vbody = np.ascontiguousarray(m.vertex_body, np.int64)
+    spheres = _body_spheres(xs, dx, vbody, int(m.body_static.shape[0]))
     for mode, pairs, sel, d0 in ((0, pt, redo[:k], dist[:k]), (1, ee, redo[k:], dist[k:])):
         sub = np.ascontiguousarray(pairs[sel])
         toi, end_gap, moved = _pair_tois_moved(xs, dx, sub, mode, m.faces, m.edges, m.vertex_offset,
-                                               m.face_offset, m.edge_offset, ETA)
+                                               m.face_offset, m.edge_offset, ETA, vbody, dhat, spheres, APART)
         # a pair that does not move keeps its start distance (as _pair_tois: near1 = s0 < dhat)
         out.append((toi, np.where(moved, end_gap < dhat, d0[sel] < dhat)))
     return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
