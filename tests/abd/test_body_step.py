@@ -162,13 +162,17 @@ def test_dense_collision_shapes_keep_the_uniform_search(dense_mesh_shapes):
     assert tries[0] > 0 and tries[1] == 0, tries
 
 
-def test_apart_bodies_skip_only_what_the_full_computation_gives():
-    """The body-sphere shortcut of the per-island search's pair passes (body_step._apart) changes no result: on a
-    pile of props moved by random rigid motions (some far, some touching, some thrown through others), every
-    pair's time of impact, touch and end flags equal the full computation's, a skipped pair's true start distance
-    is above dhat, and pairs are skipped (the shortcut is not vacuous). The same for the CCD rounds' pass."""
+def test_apart_bodies_skip_only_far_pairs():
+    """The body-sphere shortcut of the per-island search's pair passes (body_step._apart): on a pile of props moved
+    by random rigid motions (some far apart, some touching, some thrown through others), every pair it does not
+    skip gets the full computation's results; every skipped pair is one the full computation also finds neither
+    touching at the start nor near at the end, with its true contact distance above dhat all along the move (the
+    exact distance sampled at 41 points), and toi 1 (the full computation's ACCD may return less only by looking
+    past the move's end, which these configurations do not hit). Pairs are skipped (not vacuous). The same for the
+    CCD rounds' pass."""
     from benchmarks.rigid_scenes import make
     from solver_server.backends.mesh_backend import MeshBackend
+    from solver_server.contact.ccd import gather_motion, pair_of, stencil_dist2
     sc, _ = make("bin", 4, 1, 60)
     b = MeshBackend(sc)
     b.advance()
@@ -192,20 +196,29 @@ def test_apart_bodies_skip_only_what_the_full_computation_gives():
     dhat = float(ct.dhat)
     cands = ct.candidates_swept(xs, xs + dx, dhat=3.0 * dhat)
     spheres = body_step._body_spheres(xs, dx, vb, nb)
-    skipped = 0
+    skipped, collide = 0, 0
+    X0, P, ids = np.empty(12), np.empty(12), np.empty(4, np.int64)
     for mode, pairs in ((0, cands.pt), (1, cands.ee)):
         pairs = np.ascontiguousarray(np.asarray(pairs).reshape(-1, 2), np.int64)
         args = (xs, dx, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset, vb, dhat,
                 body_step.ETA, spheres)
         fast = body_step._pair_tois(*args, True)
         full = body_step._pair_tois(*args, False)
-        for name, a, f in zip(("toi", "touch", "ga", "gb"), fast[:4], full[:4]):
-            np.testing.assert_array_equal(a, f, err_msg=name)
-        np.testing.assert_array_equal(fast[5], full[5])            # near at the end
         skip = np.isinf(fast[4])
         skipped += int(skip.sum())
-        assert (full[4][skip] > dhat).all()                        # skipped pairs are out of contact at the start
-        np.testing.assert_array_equal(fast[4][~skip], full[4][~skip])
+        collide += int((full[0] < 1.0).sum())
+        for name, a, f in zip(("toi", "touch", "ga", "gb", "dist", "near1"), fast, full):
+            np.testing.assert_array_equal(a[~skip], f[~skip], err_msg=name)
+        np.testing.assert_array_equal(full[2], fast[2])
+        assert (fast[0][skip] == 1.0).all() and not fast[1][skip].any() and not fast[5][skip].any()
+        assert not full[1][skip].any() and not full[5][skip].any() and (full[4][skip] > dhat).all()
+        assert (full[0][skip] == 1.0).all()
+        for k in np.flatnonzero(skip)[::7]:
+            off = pair_of(mode, pairs[k, 0], pairs[k, 1], m.faces, m.edges, m.vertex_offset, m.face_offset,
+                          m.edge_offset, ids)
+            gather_motion(xs, dx, ids, X0, P)
+            for t in np.linspace(0.0, 1.0, 41):
+                assert np.sqrt(stencil_dist2(X0 + t * P, mode == 1)) - off > dhat
         half = 0.5 * dx
         sp_half = body_step._body_spheres(xs, half, vb, nb)
         margs = (xs, half, pairs, mode, m.faces, m.edges, m.vertex_offset, m.face_offset, m.edge_offset,
@@ -214,4 +227,4 @@ def test_apart_bodies_skip_only_what_the_full_computation_gives():
         t0, g0, m0 = body_step._pair_tois_moved(*margs, sp_half, False)
         np.testing.assert_array_equal(t1, t0)
         np.testing.assert_array_equal(np.where(m1, g1 < dhat, False), np.where(m0, g0 < dhat, False))
-    assert skipped > 100
+    assert skipped > 100 and collide > 100

@@ -55,7 +55,7 @@ TRACE = None
 """A diagnosis hook: TRACE(event, factor, moving, parent) on every outcome (never set by the solver)."""
 
 
-APART = True   # skip the ACCD of element pairs whose bodies' bounding spheres stay apart (same results, _apart)
+APART = True   # skip the ACCD of element pairs whose bodies' bounding spheres stay apart (see _apart)
 
 
 @njit(cache=True, fastmath=False)
@@ -95,13 +95,15 @@ def _body_spheres(x, dx, vbody, nb):
 
 @njit(cache=True, fastmath=False, inline="always")
 def _apart(a, b, cen, rad, dcen, spread, off, dhat, eta):
-    """True when no element pair of bodies a and b (contact offset off) can do anything but what a pair far apart
-    does in _pair_tois / _pair_tois_moved: along the moves every vertex stays in its body's moving sphere
-    (_body_spheres), so the pair's contact distance stays above the spheres' smallest gap g minus off, its start
-    distance is below |c_a - c_b| + r_a + r_b, and its elements' boxes at the end lie in the spheres' boxes. With
-    g - off > dhat and >= eta x that start bound, ACCD returns 1 (it stops early only below eta x the start
-    distance), the pair does not touch at the start, and (the end boxes' gap above dhat) it is not near at the
-    end: the results the full computation gives, without it. Slack 1e-9 relative against round-off."""
+    """True when every element pair of bodies a and b (contact offset off) is a far pair along the moves of
+    _pair_tois / _pair_tois_moved: every vertex stays in its body's moving sphere (_body_spheres), so the pair's
+    contact distance stays above the spheres' smallest gap g minus off for t in [0, 1], its start distance is below
+    |c_a - c_b| + r_a + r_b, and its elements' boxes at the end lie in the spheres' boxes. With g - off > dhat and
+    >= eta x that start bound, the pair does not touch at the start, is not near at the end (the end boxes' gap
+    above dhat), and toi 1 meets ACCD's contract (no contact along the move, at least eta x the start distance at
+    its end). ACCD itself returns 1 there too unless its last step looks past the move's end (it measures the
+    distance at t + (1 - eta) s / l, which may exceed 1) and finds the pair closer than eta x its start distance
+    there: then it returns less, conservatively. Slack 1e-9 relative against round-off."""
     d0x = cen[a, 0] - cen[b, 0]
     d0y = cen[a, 1] - cen[b, 1]
     d0z = cen[a, 2] - cen[b, 2]
