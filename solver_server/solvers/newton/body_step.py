@@ -131,6 +131,12 @@ def _apart(a, b, cen, rad, dcen, spread, off, dhat, eta):
     return math.sqrt(gx * gx + gy * gy + gz * gz) - off > dhat * slack + 1e-12
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _pair_bodies(mode, ids, vbody):
+    """The mesh bodies of a pair's two sides (ids: its 4 slot vertices from pair_of; mode 1: edge-edge)."""
+    return vbody[ids[0]], (vbody[ids[2]] if mode == 1 else vbody[ids[1]])
+
+
 @njit(cache=True, fastmath=False, parallel=True)
 def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edge_offset, vbody, dhat, eta, spheres,
                use_spheres):
@@ -151,8 +157,7 @@ def _pair_tois(x, dx, pairs, mode, faces, edges, vertex_offset, face_offset, edg
         P = np.empty(12)
         ids = np.empty(4, dtype=np.int64)
         off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
-        ga[k] = vbody[ids[0]]
-        gb[k] = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
+        ga[k], gb[k] = _pair_bodies(mode, ids, vbody)
         if use_spheres and _apart(ga[k], gb[k], cen, rad, dcen, spread, off, dhat, eta):
             dist[k] = np.inf
             continue
@@ -190,8 +195,7 @@ def _pair_tois_moved(x, dx, pairs, mode, faces, edges, vertex_offset, face_offse
         ids = np.empty(4, dtype=np.int64)
         off = pair_of(mode, pairs[k, 0], pairs[k, 1], faces, edges, vertex_offset, face_offset, edge_offset, ids)
         if use_spheres:
-            a = vbody[ids[0]]
-            b = vbody[ids[2]] if mode == 1 else vbody[ids[1]]
+            a, b = _pair_bodies(mode, ids, vbody)
             if _apart(a, b, cen, rad, dcen, spread, off, dhat, eta):
                 moved[k] = True
                 end_gap[k] = np.inf
