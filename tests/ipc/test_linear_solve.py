@@ -67,3 +67,94 @@ def test_serial_openmp_gives_the_same_bytes_and_restores_the_runtime(monkeypatch
     with omp:
         assert all(lib.omp_get_dynamic() == 1 and lib.omp_get_max_threads() == 1 for lib in omp.libs)
     assert [(lib.omp_get_dynamic(), lib.omp_get_max_threads()) for lib in omp.libs] == before
+
+
+def _stiff_blocks(seed, n=24, mass=1e-2, w=1e17, k=3):
+    """M + sum of w y y^T per 12-row block (SPD mathematically): the body blocks of contact pairs squeezed to
+    ~1e-10 m beside a 0.01 kg mass (linear_solve.py module doc). In floating point the Cholesky fails on it."""
+    rng = np.random.default_rng(seed)
+    H = mass * np.eye(n)
+    for b0 in range(0, n, 12):
+        for _ in range(k):
+            y = np.zeros(n)
+            y[b0:b0 + 12] = rng.standard_normal(12)
+            H += w * np.outer(y, y)
+    return sp.csr_matrix(H)
+
+
+def test_numerically_singular_spd_matrix_gives_a_shifted_descent_step(monkeypatch):
+    """Without the shifted retry, SuperLU (no pivoting) returns a step that is not a descent direction, or stops
+    with a singular factor, on several of these systems; with it every step is finite and a descent direction
+    (p . b > 0 for H p = b, H SPD), solves H + delta diag(H) exactly, and says it was shifted."""
+    systems = [(_stiff_blocks(seed), np.random.default_rng(seed + 100).standard_normal(24)) for seed in range(20)]
+    monkeypatch.setattr(ls, "SHIFTS", ())
+    failed = 0
+    for H, b in systems:
+        try:
+            p = ls.LinearSolver("direct").solve(H, b)
+            failed += not (np.isfinite(p).all() and p @ b > 0)
+        except RuntimeError:
+            failed += 1
+    assert failed > 0   # the defect the shifts remove
+    monkeypatch.undo()
+    for H, b in systems:
+        s = ls.LinearSolver("direct")
+        p = s.solve(H, b)
+        assert s.last_shift in ls.SHIFTS and s.shifted_solves == 1
+        assert np.isfinite(p).all() and p @ b > 0
+        A = ls._shifted(H, s.last_shift)
+        # backward stable for the shifted matrix (its condition is still ~1e12)
+        assert np.abs(A @ p - b).max() < 1e-12 * np.abs(A).max() * np.abs(p).max() + 1e-12 * np.abs(b).max()
+        assert np.allclose(A.diagonal(), H.diagonal() * (1.0 + s.last_shift), rtol=1e-15)
+        s.solve(_spd(n=24), b)   # the next, well-conditioned system is solved as is
+        assert s.last_shift == 0.0
+
+
+class _Quadratic:
+    """E(x) = 1/2 (x - x*)^T H (x - x*) over N vertices (free DOFs: all), for projected_newton."""
+
+    local_refinement = False
+
+    def __init__(self, H, x_star):
+        self.H = H
+        self.x_star = x_star
+        self.free_dofs = np.arange(x_star.size)
+        self.mass_dofs = np.full(x_star.size, 1e-2)
+
+    def prepare(self, x):
+        pass
+
+    def accepted(self, x):
+        pass
+
+    def _e(self, x):
+        d = (x - self.x_star).ravel()
+        return 0.5 * float(d @ (self.H @ d))
+
+    def gradient(self, x):
+        return self.H @ (x - self.x_star).ravel()
+
+    def hessian(self, x):
+        return self.H
+
+    def max_step(self, x, p):
+        return 1.0
+
+    def line_search_energy(self, x0, x1):
+        return self._e
+
+    def valid(self, x):
+        return True
+
+
+def test_newton_does_not_stop_on_a_shifted_step():
+    """The stop test reads the Newton step of H; a step solved with a diagonal shift is not that step, so Newton
+    never reports convergence from it (here: every iteration needs the shift, so the solve runs to its cap),
+    while the same problem with a well-conditioned H converges at once."""
+    from solver_server.solvers.newton.newton import projected_newton
+    x_star = np.random.default_rng(3).standard_normal((8, 3))
+    x0 = x_star + 1e-3
+    r = projected_newton(_Quadratic(_stiff_blocks(0), x_star), x0, 1 / 24, 1e-2, 6)
+    assert not r.converged and r.iterations == 6
+    r = projected_newton(_Quadratic(_spd(n=24), x_star), x0, 1 / 24, 1e-2, 6)
+    assert r.converged and r.iterations <= 2

@@ -15,6 +15,17 @@
   ``spsolve`` (partial pivoting, which destroys the symmetric ordering's fill bound) took 49 s on the
   64^2 drape's 12,675-DOF system where this takes 0.2-0.4 s.
 
+A matrix that is positive definite mathematically (H = M + PSD terms) can still fail the factorisation in
+floating point: a contact pair squeezed to ~1e-10 m puts a barrier curvature of ~1e17 N/m into a body's block
+beside a 0.01 kg mass (a 200-prop bin at a tenth of the default barrier stiffness: eigenvalues of -43 against
+1.7e17 in one 12 x 12 block, round-off), and SuperLU without pivoting then returns a meaningless step or stops
+with "Factor is exactly singular" (the bake died there). So a failed Cholesky is first retried on
+H + delta diag(H) for delta in SHIFTS (the same pattern, the same analysis): a shift far above the round-off of
+the large rows and negligible on the small ones, which gives an SPD matrix and so a descent direction. Such a
+solve is not the Newton step of H: ``last_shift`` says so, and Newton does not test convergence on it
+(newton.py). SuperLU runs only when every shift fails (H indefinite beyond round-off), and a singular SuperLU
+factor is retried with the same shifts.
+
 ``"cg"`` (3x3 block-Jacobi PCG, warm started from the previous direction) is kept for comparison in
 benchmarks/ipc.py; it needs ~700 iterations on the drape and is no faster.
 """
@@ -192,9 +203,35 @@ class CholeskySolver:
         return self._factor(rhs)
 
 
+SHIFTS = (1e-12, 1e-10, 1e-8, 1e-6)
+"""Relative diagonal shifts delta (H + delta diag(H)) tried, in order, when H fails its factorisation (module doc)."""
+
+_shift_logged = False
+
+
+def _log_shift(delta: float, reason: str) -> None:
+    """One line on stderr, once per process, the first time a shifted solve is used."""
+    global _shift_logged
+    if not _shift_logged:
+        _shift_logged = True
+        print(f"clearance: a Newton matrix failed its factorisation ({reason}); solved with a diagonal shift of "
+              f"{delta:g} x diag(H), that iteration is not tested for convergence", file=sys.stderr, flush=True)
+
+
+def _shifted(H: sp.spmatrix, delta: float) -> sp.csr_matrix:
+    """H + delta diag(H) with H's own sparsity pattern (the diagonal is stored: H = M + ...)."""
+    A = sp.csr_matrix(H, copy=True)
+    A.sort_indices()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    on_diag = rows == A.indices
+    A.data[on_diag] *= 1.0 + delta
+    return A
+
+
 class LinearSolver:
     """Solves H p = rhs for SPD H. Keeps the CHOLMOD symbolic analysis (direct) or the previous
-    solution as the CG warm start (cg) across calls."""
+    solution as the CG warm start (cg) across calls. ``last_shift``: the relative diagonal shift of the last
+    solve (0: the system itself; module doc); ``shifted_solves`` counts the shifted ones."""
 
     def __init__(self, method: str = "direct", rtol: float = 1e-6):
         if method not in METHODS:
@@ -203,11 +240,14 @@ class LinearSolver:
         self.rtol = float(rtol)
         self._prev = None
         self.cg_iterations = 0
+        self.last_shift = 0.0
+        self.shifted_solves = 0
         self.cholesky = CholeskySolver() if HAVE_CHOLMOD else None
         if not HAVE_CHOLMOD and method == "direct":
             _log_fallback(_NO_CHOLMOD_REASON)
 
     def solve(self, H: sp.csr_matrix, rhs: np.ndarray) -> np.ndarray:
+        self.last_shift = 0.0
         if self.method == "cg" and H.shape[0] % 3 == 0:
             p = self._cg(H, rhs)
             if p is not None:
@@ -215,10 +255,31 @@ class LinearSolver:
         if self.cholesky is not None:
             try:
                 return self.cholesky.solve(H, rhs)
-            except _CholmodError as exc:  # not positive definite (should not happen: H = M + PSD terms)
+            except _CholmodError as exc:  # numerically not positive definite (H = M + PSD terms: round-off)
+                for delta in SHIFTS:
+                    try:
+                        p = self.cholesky.solve(_shifted(H, delta), rhs)
+                    except _CholmodError:
+                        continue
+                    return self._took_shift(delta, f"CHOLMOD: {exc}", p)
                 _log_fallback(f"CHOLMOD: {exc}")
                 self.cholesky._factor = None
-        return solve_superlu(H, rhs)
+        try:
+            return solve_superlu(H, rhs)
+        except RuntimeError as exc:   # "Factor is exactly singular"
+            for delta in SHIFTS:
+                try:
+                    p = solve_superlu(_shifted(H, delta), rhs)
+                except RuntimeError:
+                    continue
+                return self._took_shift(delta, f"SuperLU: {exc}", p)
+            raise
+
+    def _took_shift(self, delta: float, reason: str, p: np.ndarray) -> np.ndarray:
+        self.last_shift = delta
+        self.shifted_solves += 1
+        _log_shift(delta, reason)
+        return p
 
     def _cg(self, H, rhs):
         Binv = _block_jacobi_inverse(H)

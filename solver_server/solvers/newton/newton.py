@@ -25,7 +25,8 @@ The objective is any object with
                             the elements and pairs that reach it (local refinement; else hessian(x) is sliced)
 
 Stopping rule: the shared stop test of every solver path (integrators/stop_test.py): the Newton
-step |p|_inf / h and the per-body net force, both in m/s, below the tolerance.
+step |p|_inf / h and the per-body net force, both in m/s, below the tolerance. An iteration whose system was
+solved with a diagonal shift (linear_solve.py: H failed its factorisation in floating point) does not stop.
 
 Local refinement (``local_refine``): in the tail of a step, when the global step still moves only a few
 vertices by more than tol / 2, Newton iterations on those vertices and three rings of neighbours alone
@@ -293,7 +294,9 @@ def projected_newton(obj, x: np.ndarray, h: float, tol: float, max_iter: int,
                  and all(hist[i] <= SLIP_STALL_RISE * hist[i - 1] for i in range(len(hist) - SLIP_STALL[0], len(hist))))
         if (EXACT_TAIL or slip) and (res < tol or stall) and hasattr(obj, "exact_friction"):
             obj.exact_friction = True   # from the next iteration on (see EXACT_TAIL)
-        if stop_test.converged(res, res_g, tol):
+        # a step solved with a diagonal shift (linear_solve.py: H failed its factorisation) is a descent
+        # direction but not the Newton step of H: the stop test does not read it
+        if stop_test.converged(res, res_g, tol) and solver.last_shift == 0.0:
             alpha_max = obj.max_step(x, p)
             if alpha_max >= 1.0:
                 E = obj.line_search_energy(x, x + p)
