@@ -480,8 +480,13 @@ class TimeStepper:
     """Advances the system's state (x, v) by substeps of length h."""
 
     VERLET_SKIN = None
-    """Skin (in dhat) of the Newton iterations' candidate list on scenes whose only moving parts are affine bodies
-    (contact.terms.SKIN when None; 0: a broad phase per query, the path before)."""
+    """Skin (in dhat) of the Newton iterations' candidate list (contact.terms.SKIN when None; 0: a broad phase per
+    query, the path before)."""
+
+    VERLET_ALL = True
+    """The candidate list on every scene with contact (issue 23, ninth session of 2026-11-27: cloth, soft solids and
+    rods reuse it too; docs/solver.md "The converged default: cost per iteration"); False: only on scenes whose only
+    moving parts are affine bodies (the path before, for the before / after benchmark)."""
 
     def __init__(self, sys: System, h: float, gravity, newton_tol: float, max_iter: int, contact=None,
                  linear_solver: str = "direct", integrator: str = "implicit_euler",
@@ -563,9 +568,7 @@ class TimeStepper:
             self.contact.x_prev = np.array(self.D.to_x(x_hat))   # slip velocity (x - x_hat) / h_e
         kappa_m = KAPPA_M0
         cl = None
-        if self.contact is not None and s.affine is not None and not s.dynamic_z[:s.n].any():
-            # only affine bodies and prescribed vertices: cloth and soft solids keep a broad phase per query
-            # (their paths are sensitive to the round-off of a different pair order; not measured with it)
+        if self.contact is not None and (self.VERLET_ALL or (s.affine is not None and not s.dynamic_z[:s.n].any())):
             from solver_server.contact.terms import CandidateList, SKIN
             skin = SKIN if self.VERLET_SKIN is None else self.VERLET_SKIN
             if skin > 0.0:
